@@ -1,0 +1,49 @@
+// Communicator over c10d backends: ProcessGroupGloo for CPU tensors and, when
+// compiled with GRADZIP_CUDA and a GPU is present, ProcessGroupNCCL for CUDA
+// tensors. It checks dtype, device and layout before calling into Gloo (a
+// refusal inside Gloo's worker thread can abort the process), applies the
+// injected send delay, and turns every c10d failure into a CommError that names
+// this rank, the operation and the peer.
+#pragma once
+
+#include "comm/Communicator.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+namespace gradzip::comm {
+
+class ProcessGroupCommunicator final : public Communicator {
+ public:
+  // `cuda` may be null (CPU-only build or no GPU).
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> gloo, c10::intrusive_ptr<c10d::Backend> cuda,
+                           int rank, int size, std::chrono::milliseconds timeout);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backendName() const override { return cuda_ ? "gloo+nccl" : "gloo"; }
+  Work allReduce(at::Tensor& t, ReduceOp op) override;
+  Work allGather(std::vector<at::Tensor>& out, const at::Tensor& in) override;
+  Work broadcast(at::Tensor& t, int root) override;
+  Work reduceScatter(at::Tensor& out, std::vector<at::Tensor>& in, ReduceOp op) override;
+  Work send(const at::Tensor& t, int dst, int tag) override;
+  Work recv(at::Tensor& t, int src, int tag) override;
+  Work barrier() override;
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+ private:
+  // The backend for tensors on t's device; validates dtype/layout for `op`.
+  c10d::Backend& backendFor(const at::Tensor& t, const char* op);
+  void checkPeer(int peer, const char* op) const;
+  Work wrap(c10::intrusive_ptr<c10d::Work> w, std::string op, std::string peer, int64_t sent, int64_t received);
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  c10::intrusive_ptr<c10d::Backend> cuda_;
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Gloo accepts float, double, half, bfloat16, int8, uint8, int32 and int64.
+bool glooSupports(at::ScalarType t);
+
+}  // namespace gradzip::comm

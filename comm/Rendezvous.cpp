@@ -1,0 +1,197 @@
+// Implements comm/Rendezvous.h: environment parsing, the TCPStore rendezvous
+// with join checks (world size, fingerprint), and creation of the c10d groups.
+#include "comm/Rendezvous.h"
+
+#include "comm/LocalCommunicator.h"
+#include "comm/ProcessGroupCommunicator.h"
+#include "util/Error.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+namespace gradzip::comm {
+
+#ifdef GRADZIP_HAVE_CUDA
+// comm/NcclBackend.cpp; null when no GPU is visible at run time.
+c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout);
+#endif
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+int envInt(const char* name, int lo, int hi) {
+  const char* v = env(name);
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  GZ_CHECK(end && *end == '\0' && x >= lo && x <= hi, "environment variable {}={} is not an integer in [{}, {}]",
+           name, v, lo, hi);
+  return static_cast<int>(x);
+}
+
+// The local address on the route to `host`: where peers can reach this rank.
+// A connected UDP socket sends nothing; getsockname reports the chosen source.
+std::string localAddressTowards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
+    throw CommError(fmt::format("cannot resolve MASTER_ADDR '{}'", host));
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  std::string out;
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in sa{};
+    socklen_t len = sizeof(sa);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+      char buf[INET_ADDRSTRLEN];
+      if (inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf))) out = buf;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(res);
+  if (out.empty()) throw CommError(fmt::format("no network route to MASTER_ADDR '{}'", host));
+  return out;
+}
+
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(o.masterPort);
+  so.isServer = o.rank == 0;
+  so.numWorkers = std::nullopt;  // joins are checked below, with better errors
+  so.waitWorkers = false;
+  so.timeout = o.timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+  } catch (const std::exception& e) {
+    const std::string what = firstLine(e.what());
+    if (o.rank == 0)
+      throw CommError(fmt::format("rank 0: cannot host the rendezvous store on {}:{} ({}); is the port in use? "
+                                  "choose another MASTER_PORT",
+                                  o.masterAddr, o.masterPort, what));
+    throw CommError(fmt::format("rank {}: cannot reach the rendezvous store at {}:{} within {} s ({}); is rank 0 "
+                                "running and MASTER_ADDR/MASTER_PORT right?",
+                                o.rank, o.masterAddr, o.masterPort, o.timeout.count() / 1000.0, what));
+  }
+}
+
+// Every rank publishes "worldSize|fingerprint"; each compares with rank 0's and
+// rank 0 waits for all, so mismatches fail fast with names instead of hanging.
+void checkJoin(c10d::Store& store, const RendezvousOptions& o) {
+  const std::string mine = fmt::format("{}|{}", o.worldSize, o.fingerprint);
+  store.set(fmt::format("gradzip/join/{}", o.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+  auto read = [&](int r) {
+    auto v = store.get(fmt::format("gradzip/join/{}", r));
+    return std::string(v.begin(), v.end());
+  };
+  auto split = [](const std::string& s) { return std::make_pair(s.substr(0, s.find('|')), s.substr(s.find('|') + 1)); };
+  auto compare = [&](int r, const std::string& theirs) {
+    auto [ws, fp] = split(theirs);
+    if (ws != std::to_string(o.worldSize))
+      throw CommError(fmt::format("rank {}: world size mismatch: this rank has WORLD_SIZE={} but rank {} has {}",
+                                  o.rank, o.worldSize, r, ws));
+    if (fp != o.fingerprint)
+      throw CommError(fmt::format("rank {}: configuration mismatch: this rank's config fingerprint {} differs from "
+                                  "rank {}'s {}; start every rank with the same config",
+                                  o.rank, o.fingerprint, r, fp));
+  };
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.worldSize; ++r) keys.push_back(fmt::format("gradzip/join/{}", r));
+  if (o.rank != 0) {
+    try {
+      store.wait({keys[0]}, o.timeout);
+    } catch (const std::exception&) {
+      throw CommError(fmt::format("rank {}: rank 0 did not join within {} s", o.rank, o.timeout.count() / 1000.0));
+    }
+    compare(0, read(0));
+  }
+  try {
+    store.wait(keys, o.timeout);
+  } catch (const std::exception&) {
+    std::string missing;
+    for (int r = 0; r < o.worldSize; ++r)
+      if (!store.check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw CommError(fmt::format("rank {}: ranks [{}] did not join within {} s (world size {})", o.rank, missing,
+                                o.timeout.count() / 1000.0, o.worldSize));
+  }
+  for (int r = 0; r < o.worldSize; ++r)
+    if (r != o.rank) compare(r, read(r));
+}
+
+}  // namespace
+
+RendezvousOptions RendezvousOptions::fromEnv() {
+  RendezvousOptions o;
+  if (env("WORLD_SIZE") || env("RANK")) {
+    GZ_CHECK(env("WORLD_SIZE") && env("RANK"), "RANK and WORLD_SIZE must be set together (torchrun sets both)");
+    o.worldSize = envInt("WORLD_SIZE", 1, 1 << 20);
+    o.rank = envInt("RANK", 0, o.worldSize - 1);
+    o.localRank = env("LOCAL_RANK") ? envInt("LOCAL_RANK", 0, 1 << 20) : 0;
+  } else if (env("SLURM_NTASKS") && env("SLURM_PROCID")) {
+    o.worldSize = envInt("SLURM_NTASKS", 1, 1 << 20);
+    o.rank = envInt("SLURM_PROCID", 0, o.worldSize - 1);
+    o.localRank = env("SLURM_LOCALID") ? envInt("SLURM_LOCALID", 0, 1 << 20) : 0;
+  }
+  if (o.worldSize > 1) {
+    GZ_CHECK(env("MASTER_ADDR") && env("MASTER_PORT"),
+             "MASTER_ADDR and MASTER_PORT must be set when the world size is {} (rank {})", o.worldSize, o.rank);
+  }
+  if (env("MASTER_ADDR")) o.masterAddr = env("MASTER_ADDR");
+  if (env("MASTER_PORT")) o.masterPort = envInt("MASTER_PORT", 1, 65535);
+  if (env("GLOO_SOCKET_IFNAME")) o.interface = env("GLOO_SOCKET_IFNAME");
+  if (env("GRADZIP_COMM_TIMEOUT_S")) o.timeout = std::chrono::seconds(envInt("GRADZIP_COMM_TIMEOUT_S", 1, 86400));
+  return o;
+}
+
+std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
+  GZ_CHECK(o.worldSize >= 1 && o.rank >= 0 && o.rank < o.worldSize, "rank {} is out of range for world size {}",
+           o.rank, o.worldSize);
+  if (o.worldSize == 1) return std::make_unique<LocalCommunicator>();
+
+  auto store = openStore(o);
+  checkJoin(*store, o);
+
+  auto gopts = c10d::ProcessGroupGloo::Options::create(o.timeout);
+  try {
+    if (!o.interface.empty())
+      gopts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(o.interface));
+    else
+      gopts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(localAddressTowards(o.masterAddr, o.masterPort)));
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: cannot create a Gloo device ({})", o.rank, firstLine(e.what())));
+  }
+  gopts->threads = 2;
+  c10::intrusive_ptr<c10d::Backend> gloo;
+  try {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
+    gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, o.rank, o.worldSize, gopts);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: Gloo group setup failed ({})", o.rank, firstLine(e.what())));
+  }
+  c10::intrusive_ptr<c10d::Backend> cuda;
+#ifdef GRADZIP_HAVE_CUDA
+  cuda = makeNcclBackend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), o.rank, o.worldSize, o.timeout);
+#endif
+  spdlog::debug("joined {} ranks through {}:{}", o.worldSize, o.masterAddr, o.masterPort);
+  return std::make_unique<ProcessGroupCommunicator>(gloo, cuda, o.rank, o.worldSize, o.timeout);
+}
+
+}  // namespace gradzip::comm

@@ -1,0 +1,42 @@
+// Rendezvous: builds a Communicator from the torchrun environment (RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), from SLURM's (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR/MASTER_PORT still required when
+// SLURM_NTASKS > 1), or from explicit options. Rank 0 hosts c10d's TCPStore;
+// every rank then joins a ProcessGroupGloo (and ProcessGroupNCCL where CUDA is
+// compiled in and present). World size 1 needs no environment and yields a
+// LocalCommunicator.
+#pragma once
+
+#include "comm/Communicator.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace gradzip::comm {
+
+struct RendezvousOptions {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  // Bounds the store connection and every collective (dead peers fail within it).
+  std::chrono::milliseconds timeout{60000};
+  // Network interface for Gloo (GLOO_SOCKET_IFNAME); empty = the address that
+  // routes to masterAddr.
+  std::string interface;
+  // Opaque text every rank must agree on (e.g. a hash of the effective config);
+  // a mismatch is reported at connect time naming the ranks. Empty skips it.
+  std::string fingerprint;
+
+  // Reads the torchrun variables, else SLURM's, else defaults to one rank.
+  // Malformed values throw UserError naming the variable.
+  static RendezvousOptions fromEnv();
+};
+
+// Connects this process; throws CommError naming the cause (port in use,
+// unreachable master, world-size or fingerprint mismatch, timeout).
+std::unique_ptr<Communicator> connect(const RendezvousOptions& opts);
+
+}  // namespace gradzip::comm

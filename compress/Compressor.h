@@ -1,0 +1,112 @@
+// The Compressor interface: how one bucket of gradients shrinks, crosses the
+// network and comes back as the mean over ranks. One instance serves one bucket
+// for the whole run and owns that bucket's state (residuals, PowerSGD Q,
+// GradiVeQ bases, ...). Error feedback is not part of a compressor: wrap one in
+// ErrorFeedback (compress/ErrorFeedback.h), which needs only `localApplied`.
+//
+// Adding a compressor: write compress/<Name>.{h,cpp} with a `<Name>Options`
+// struct (defaults, fromYaml, toYaml) and a class implementing this interface;
+// register it in compress/Factory.cpp; add tests/compress/<Name>Test.cpp with
+// its wire-size, statistics and multi-rank tests; add a row to compress/README.md.
+#pragma once
+
+#include "comm/Collective.h"
+#include "comm/Communicator.h"
+
+#include <ATen/ATen.h>
+#include <torch/serialize/archive.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradzip::compress {
+
+// What a compressor can do; the controller and GradSync check plans against it.
+struct Capabilities {
+  bool summable = false;        // payloads add in the compressed domain (all-reduce compatible)
+  bool needsSharedSeed = false;  // every rank must draw the same randomness (e.g. THC's RHT)
+  bool unbiased = false;         // E[decode(encode(x))] = x (the paper's claim)
+  // Collective names it accepts: "engine", "ring", "tree", "ps", "allgather".
+  std::vector<std::string> collectives;
+};
+
+// One parameter tensor inside a flat bucket (for shape-aware schemes such as
+// PowerSGD and GradiVeQ). An empty layout means "one flat vector".
+struct TensorSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;  // in elements, into the flat bucket
+  int64_t numel = 0;
+};
+
+// Wall-clock seconds a call spent in each phase; aggregate() adds to it.
+struct PhaseTimes {
+  double encode = 0, communicate = 0, decode = 0;
+  int64_t bytesSent = 0;  // payload bytes this rank put on the wire
+};
+
+// Everything aggregate() may use besides the gradient. Randomness is derived
+// from (seed, bucket, step[, rank]) so runs are reproducible and resumable
+// without saving generator state: sharedSeed() is identical on every rank,
+// privateSeed() differs per rank (THC requires independent SQ noise per worker).
+struct Context {
+  comm::Communicator& comm;
+  comm::Collective* collective = nullptr;  // the plan's collective; null = engine all-reduce
+  std::string collectiveName = "engine";
+  std::vector<TensorSlot> layout;
+  uint64_t seed = 0;
+  int bucket = 0;
+  int64_t step = 0;
+  PhaseTimes* times = nullptr;  // may be null
+
+  uint64_t sharedSeed() const;
+  uint64_t privateSeed() const;
+};
+
+// The result of aggregating one bucket.
+struct Aggregated {
+  at::Tensor mean;  // estimate of (1/n) Σ_i x_i, bit-identical on every rank
+  // This rank's own contribution as it entered the aggregate, decoded
+  // (e.g. THC: RHT⁻¹(X_i); TopKC: x on the chosen chunks in fp16). Error
+  // feedback keeps x - localApplied. For PowerSGD, the decompressed P Qᵀ.
+  at::Tensor localApplied;
+  int64_t saturated = 0;  // coordinates clipped by a saturating aggregation (THC all-reduce form)
+};
+
+// What one rank puts on the wire for x in all rounds, for single-worker use
+// (wire-size tests, vNMSE, encode/decode benchmarks).
+struct Payload {
+  std::vector<at::Tensor> tensors;
+  int64_t bytes() const;
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual std::string name() const = 0;
+  virtual Capabilities capabilities() const = 0;
+  // Exact bits per coordinate this rank sends into the collective for a bucket
+  // of d coordinates among n ranks, headers included (b in the papers).
+  virtual double bitsPerCoordinate(int64_t d, int n) const = 0;
+
+  // Collective aggregation of x (1-D, float32, contiguous, same numel on every
+  // rank). Throws UserError on bad input; non-finite x is rejected (NaN never
+  // spreads silently).
+  virtual Aggregated aggregate(const at::Tensor& x, Context& ctx) = 0;
+
+  // Single-worker codec: decode(encode(x)) is what aggregate() would return
+  // with n = 1. payload.bytes() * 8 / d equals bitsPerCoordinate(d, 1).
+  virtual Payload encode(const at::Tensor& x, Context& ctx) = 0;
+  virtual at::Tensor decode(const Payload& p, int64_t d, Context& ctx) = 0;
+
+  // Checkpointed state; compressors without state keep the defaults.
+  virtual void save(torch::serialize::OutputArchive& ar) const {}
+  virtual void load(torch::serialize::InputArchive& ar) {}
+};
+
+// Common argument checks for aggregate()/encode(): 1-D, float32, contiguous,
+// CPU or CUDA, all finite. Throws UserError naming the compressor and the cause.
+void checkGradient(const at::Tensor& x, const std::string& who);
+
+}  // namespace gradzip::compress

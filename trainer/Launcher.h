@@ -1,0 +1,31 @@
+// `gradzip launch`: starts N local ranks with the torchrun environment (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), forwards
+// Ctrl-C/SIGTERM to them, and when any rank fails stops the others (SIGTERM,
+// then SIGKILL after a grace period) and reports the failing rank's status.
+// Children die with the launcher (PR_SET_PDEATHSIG), so none is left behind.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace gradzip::trainer {
+
+struct LaunchOptions {
+  int nprocs = 2;
+  std::vector<std::string> command;  // argv of every rank
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 0;  // 0 = pick a free port
+  std::chrono::milliseconds grace{5000};
+  // Extra variables for every rank, "NAME=value".
+  std::vector<std::string> env;
+};
+
+// Runs the ranks to completion. Returns 0 when all succeed, the first failing
+// rank's exit code (or 128 + signal) otherwise, 128 + signal when interrupted.
+int launch(const LaunchOptions& opts);
+
+// A free TCP port on 127.0.0.1 (bind to port 0, read it back, close).
+int pickFreePort();
+
+}  // namespace gradzip::trainer

@@ -1,0 +1,94 @@
+// The gradzip command line: train, launch, bench, version. This file sits on
+// top of every module and nothing includes it. User errors print one clear line
+// and exit 2; communication failures exit 3; bugs exit 70.
+#include "experiments/Benchmarks.h"
+#include "trainer/Commands.h"
+#include "trainer/Launcher.h"
+#include "util/Error.h"
+#include "util/Log.h"
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+using namespace gradzip;
+
+namespace {
+
+bool looksLikeConfig(const std::string& s) {
+  auto ext = std::filesystem::path(s).extension().string();
+  return ext == ".yaml" || ext == ".yml";
+}
+
+std::string selfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradzip: compressed data-parallel training (LibTorch + c10d)", "gradzip"};
+  app.require_subcommand(1);
+  std::string logLevel = "info";
+  app.add_option("--log-level", logLevel, "trace, debug, info, warn, error")->capture_default_str();
+
+  auto* version = app.add_subcommand("version", "Print gradzip and LibTorch versions");
+
+  auto* train = app.add_subcommand("train", "Train from a YAML config (one rank; use launch or torchrun for more)");
+  trainer::TrainArgs trainArgs;
+  train->add_option("config", trainArgs.config, "YAML config file")->required()->check(CLI::ExistingFile);
+  train->add_flag("--resume", trainArgs.resume, "Continue from the run directory's last checkpoint");
+  train->add_option("--set", trainArgs.overrides, "Override a config value, e.g. --set train.epochs=2");
+
+  auto* launchCmd = app.add_subcommand("launch", "Start N local ranks (torchrun environment) of CONFIG or COMMAND");
+  trainer::LaunchOptions lo;
+  std::vector<std::string> target;
+  launchCmd->add_option("-n,--nproc", lo.nprocs, "Number of ranks")->required()->check(CLI::Range(1, 1024));
+  launchCmd->add_option("--master-port", lo.masterPort, "Rendezvous port (default: a free one)");
+  launchCmd->add_option("target", target, "CONFIG.yaml [train options] or COMMAND [ARGS...]")->required();
+  launchCmd->prefix_command();
+
+  auto* bench = app.add_subcommand("bench", "Microbenchmarks");
+  bench->require_subcommand(1);
+  auto* benchColl = bench->add_subcommand("collectives",
+                                          "Ring/tree/PS all-reduce vs c10d Gloo all-reduce (run under launch)");
+  experiments::BenchCollectivesArgs bcArgs;
+  benchColl->add_option("--min-bytes", bcArgs.minBytes, "Smallest message")->capture_default_str();
+  benchColl->add_option("--max-bytes", bcArgs.maxBytes, "Largest message")->capture_default_str();
+  benchColl->add_option("--repeats", bcArgs.repeats, "Timed repetitions per size")->capture_default_str();
+  benchColl->add_option("--out", bcArgs.out, "Append results (JSON lines) to this file");
+
+  CLI11_PARSE(app, argc, argv);
+
+  int rank = 0, world = 1;
+  if (const char* r = std::getenv("RANK")) rank = std::atoi(r);
+  if (const char* w = std::getenv("WORLD_SIZE")) world = std::atoi(w);
+  try {
+    initLogging(rank, world, logLevel);
+    if (*version) {
+      std::cout << "gradzip " << GRADZIP_VERSION << " (LibTorch " << GRADZIP_TORCH_VERSION << ")\n";
+      return 0;
+    }
+    if (*train) return trainer::trainCommand(trainArgs);
+    if (*launchCmd) {
+      if (looksLikeConfig(target.front())) {
+        lo.command = {selfExe(), "--log-level", logLevel, "train"};
+        lo.command.insert(lo.command.end(), target.begin(), target.end());
+      } else {
+        lo.command = target;
+        if (lo.command.front() == "gradzip") lo.command.front() = selfExe();
+      }
+      return trainer::launch(lo);
+    }
+    if (*benchColl) return experiments::benchCollectives(bcArgs);
+  } catch (const CommError& e) {
+    spdlog::error("{}", e.what());
+    return 3;
+  } catch (const UserError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::critical("{}", e.what());
+    return 70;
+  }
+  return 0;
+}

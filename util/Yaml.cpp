@@ -1,0 +1,268 @@
+// Implements util/Yaml.h: strict typed access to a yaml-cpp mapping with
+// file:line:key errors and detection of unknown keys.
+#include "util/Yaml.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace gradzip {
+namespace {
+
+std::string joinChoices(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+bool parseInt(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  size_t pos = 0;
+  try {
+    out = std::stoll(s, &pos, 0);
+  } catch (...) {
+    return false;
+  }
+  return pos == s.size();
+}
+
+bool parseDouble(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  // YAML spellings of the special values, which std::stod does not know.
+  if (s == ".inf" || s == ".Inf" || s == "+.inf") { out = INFINITY; return true; }
+  if (s == "-.inf" || s == "-.Inf") { out = -INFINITY; return true; }
+  size_t pos = 0;
+  try {
+    out = std::stod(s, &pos);
+  } catch (...) {
+    return false;
+  }
+  return pos == s.size();
+}
+
+}  // namespace
+
+YamlReader YamlReader::loadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(fmt::format("{}: cannot open config file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return loadString(ss.str(), path);
+}
+
+YamlReader YamlReader::loadString(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}:{}: malformed YAML: {}", origin, e.mark.line + 1, e.msg));
+  }
+  if (!root.IsNull() && !root.IsMap())
+    throw ConfigError(fmt::format("{}:{}: expected a mapping of keys at the top level", origin,
+                                  root.Mark().line + 1));
+  return YamlReader(root, origin, "");
+}
+
+YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)),
+      used_(std::make_shared<std::set<std::string>>()) {
+  if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap())
+    fail("", fmt::format("expected a mapping, got {}", describe(node_)));
+}
+
+int YamlReader::line() const {
+  if (!node_.IsDefined() || node_.IsNull()) return 0;
+  return node_.Mark().line + 1;
+}
+
+std::string YamlReader::keyPath(const std::string& key) const {
+  if (key.empty()) return path_.empty() ? std::string("<root>") : path_;
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+void YamlReader::fail(const std::string& key, const std::string& message) const {
+  int ln = line();
+  if (!key.empty() && node_.IsMap()) {
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      if (it->first.Scalar() == key) {
+        ln = (it->second.IsDefined() && !it->second.IsNull() ? it->second : it->first).Mark().line + 1;
+        break;
+      }
+    }
+  }
+  throw ConfigError(ln > 0 ? fmt::format("{}:{}: {}: {}", file_, ln, keyPath(key), message)
+                           : fmt::format("{}: {}: {}", file_, keyPath(key), message));
+}
+
+std::string YamlReader::describe(const YAML::Node& n) const {
+  if (!n.IsDefined() || n.IsNull()) return "nothing";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "\"" + n.Scalar() + "\"";
+}
+
+bool YamlReader::has(const std::string& key) const {
+  return node_.IsMap() && node_[key].IsDefined() && !node_[key].IsNull();
+}
+
+std::vector<std::string> YamlReader::keys() const {
+  std::vector<std::string> out;
+  if (node_.IsMap())
+    for (auto it = node_.begin(); it != node_.end(); ++it) out.push_back(it->first.Scalar());
+  return out;
+}
+
+YAML::Node YamlReader::lookup(const std::string& key) {
+  used_->insert(key);
+  if (!node_.IsMap()) return YAML::Node();
+  return node_[key];
+}
+
+YAML::Node YamlReader::raw(const std::string& key) { return lookup(key); }
+
+bool YamlReader::getBool(const std::string& key, bool def) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  const std::string s = n.IsScalar() ? n.Scalar() : "";
+  if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "False" || s == "no" || s == "off") return false;
+  fail(key, fmt::format("expected true or false, got {}", describe(n)));
+}
+
+int64_t YamlReader::getInt(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  return requireInt(key, lo, hi);
+}
+
+int64_t YamlReader::requireInt(const std::string& key, int64_t lo, int64_t hi) {
+  auto n = lookup(key);
+  auto range = [&] {
+    if (lo == INT64_MIN && hi == INT64_MAX) return std::string("integer");
+    if (hi == INT64_MAX) return fmt::format("integer >= {}", lo);
+    return fmt::format("integer in [{}, {}]", lo, hi);
+  };
+  if (!n.IsDefined() || n.IsNull()) fail(key, fmt::format("missing required key (expected {})", range()));
+  int64_t v = 0;
+  if (!n.IsScalar() || !parseInt(n.Scalar(), v))
+    fail(key, fmt::format("expected {}, got {}", range(), describe(n)));
+  if (v < lo || v > hi) fail(key, fmt::format("expected {}, got {}", range(), v));
+  return v;
+}
+
+double YamlReader::getDouble(const std::string& key, double def, double lo, double hi) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  return requireDouble(key, lo, hi);
+}
+
+double YamlReader::requireDouble(const std::string& key, double lo, double hi) {
+  auto n = lookup(key);
+  auto range = [&] {
+    if (lo <= -1e308 && hi >= 1e308) return std::string("number");
+    if (hi >= 1e308) return fmt::format("number >= {}", lo);
+    if (lo <= -1e308) return fmt::format("number <= {}", hi);
+    return fmt::format("number in [{}, {}]", lo, hi);
+  };
+  if (!n.IsDefined() || n.IsNull()) fail(key, fmt::format("missing required key (expected {})", range()));
+  double v = 0;
+  if (!n.IsScalar() || !parseDouble(n.Scalar(), v))
+    fail(key, fmt::format("expected {}, got {}", range(), describe(n)));
+  if (std::isnan(v) || v < lo || v > hi) fail(key, fmt::format("expected {}, got {}", range(), v));
+  return v;
+}
+
+std::string YamlReader::getString(const std::string& key, const std::string& def) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  return requireString(key);
+}
+
+std::string YamlReader::requireString(const std::string& key) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) fail(key, "missing required key (expected a string)");
+  if (!n.IsScalar()) fail(key, fmt::format("expected a string, got {}", describe(n)));
+  return n.Scalar();
+}
+
+std::string YamlReader::getEnum(const std::string& key, const std::string& def,
+                                const std::vector<std::string>& choices) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  if (!n.IsScalar() || std::find(choices.begin(), choices.end(), n.Scalar()) == choices.end())
+    fail(key, fmt::format("expected one of [{}], got {}", joinChoices(choices), describe(n)));
+  return n.Scalar();
+}
+
+namespace {
+template <class T, class Parse>
+std::vector<T> readList(YamlReader& r, YAML::Node n, const std::string& key, const char* what, Parse parse) {
+  std::vector<T> out;
+  if (!n.IsSequence()) r.fail(key, fmt::format("expected a list of {}", what));
+  for (size_t i = 0; i < n.size(); ++i) {
+    T v{};
+    if (!n[i].IsScalar() || !parse(n[i].Scalar(), v))
+      r.fail(key, fmt::format("element {}: expected {}, got {}", i, what,
+                              n[i].IsScalar() ? "\"" + n[i].Scalar() + "\"" : std::string("a non-scalar")));
+    out.push_back(v);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<double> YamlReader::getDoubleList(const std::string& key, const std::vector<double>& def) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  return readList<double>(*this, n, key, "numbers", parseDouble);
+}
+
+std::vector<int64_t> YamlReader::getIntList(const std::string& key, const std::vector<int64_t>& def) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  return readList<int64_t>(*this, n, key, "integers", parseInt);
+}
+
+std::vector<std::string> YamlReader::getStringList(const std::string& key,
+                                                   const std::vector<std::string>& def) {
+  auto n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return def;
+  return readList<std::string>(*this, n, key, "strings", [](const std::string& s, std::string& o) {
+    o = s;
+    return true;
+  });
+}
+
+YamlReader YamlReader::child(const std::string& key) {
+  auto n = lookup(key);
+  if (n.IsDefined() && !n.IsNull() && !n.IsMap())
+    fail(key, fmt::format("expected a mapping, got {}", describe(n)));
+  return YamlReader(n.IsDefined() ? n : YAML::Node(YAML::NodeType::Null), file_, keyPath(key));
+}
+
+std::vector<YamlReader> YamlReader::childList(const std::string& key) {
+  auto n = lookup(key);
+  std::vector<YamlReader> out;
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsSequence()) fail(key, fmt::format("expected a list of mappings, got {}", describe(n)));
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].IsMap()) fail(key, fmt::format("element {}: expected a mapping, got {}", i, describe(n[i])));
+    out.emplace_back(n[i], file_, fmt::format("{}[{}]", keyPath(key), i));
+  }
+  return out;
+}
+
+void YamlReader::finish() const {
+  if (!node_.IsMap()) return;
+  std::vector<std::string> known(used_->begin(), used_->end());
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    if (!used_->count(k)) {
+      const std::string path = keyPath(k);
+      throw ConfigError(fmt::format("{}:{}: {}: unknown key (known here: {})", file_,
+                                    it->first.Mark().line + 1, path, joinChoices(known)));
+    }
+  }
+}
+
+}  // namespace gradzip

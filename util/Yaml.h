@@ -1,0 +1,77 @@
+// Strict, typed reading of YAML configuration (yaml-cpp). A YamlReader is a view
+// of one mapping: every key it hands out is marked as used, and finish() rejects
+// any key left over. Every error names file, line and the dotted key path, e.g.
+//   configs/x.yaml:12: compress.thc.bits: expected integer in [1, 8], got "four"
+// Components parse their own `XOptions::fromYaml(YamlReader&)` with it and write
+// the effective values back with `toYaml(YAML::Node&)` (STYLE.md §5).
+#pragma once
+
+#include "util/Error.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gradzip {
+
+class YamlReader {
+ public:
+  // Parses a file; malformed YAML becomes a ConfigError naming file and line.
+  static YamlReader loadFile(const std::string& path);
+  // Parses text (tests, embedded defaults); `origin` plays the file name.
+  static YamlReader loadString(const std::string& text, const std::string& origin = "<string>");
+  // A view of `node`, which must be a mapping (or null, read as empty).
+  YamlReader(YAML::Node node, std::string file, std::string path);
+
+  bool has(const std::string& key) const;
+  std::vector<std::string> keys() const;
+
+  // Optional scalars: the default when the key is absent; bounds are inclusive.
+  bool getBool(const std::string& key, bool def);
+  int64_t getInt(const std::string& key, int64_t def, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
+  double getDouble(const std::string& key, double def, double lo = -1e308, double hi = 1e308);
+  std::string getString(const std::string& key, const std::string& def);
+  // One of `choices`; the error lists them.
+  std::string getEnum(const std::string& key, const std::string& def, const std::vector<std::string>& choices);
+  std::vector<double> getDoubleList(const std::string& key, const std::vector<double>& def);
+  std::vector<int64_t> getIntList(const std::string& key, const std::vector<int64_t>& def);
+  std::vector<std::string> getStringList(const std::string& key, const std::vector<std::string>& def);
+
+  // Required scalars: absence is an error naming the key.
+  int64_t requireInt(const std::string& key, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
+  double requireDouble(const std::string& key, double lo = -1e308, double hi = 1e308);
+  std::string requireString(const std::string& key);
+
+  // Nested mapping (an absent key gives an empty mapping), or a sequence of mappings.
+  YamlReader child(const std::string& key);
+  std::vector<YamlReader> childList(const std::string& key);
+  // The raw node (marks the key used); for values whose shape depends on a type key.
+  YAML::Node raw(const std::string& key);
+
+  // Throws ConfigError if any key of this mapping was never read (typos).
+  void finish() const;
+
+  // "file:line: path.key: message", pointing at `key` if present, else at this mapping.
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  int line() const;  // 1-based line of this mapping, 0 if unknown
+
+ private:
+  YAML::Node lookup(const std::string& key);
+  std::string keyPath(const std::string& key) const;
+  std::string describe(const YAML::Node& n) const;
+
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+  std::shared_ptr<std::set<std::string>> used_;
+};
+
+}  // namespace gradzip
