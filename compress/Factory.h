@@ -1,0 +1,23 @@
+// The one explicit compressor factory (STYLE.md §4): maps a name and its YAML
+// options to a constructed Compressor, wrapped in ErrorFeedback where the
+// scheme's paper uses it (overridable with `error_feedback: true|false`).
+// Unknown names fail with the list of known ones.
+#pragma once
+
+#include "compress/Compressor.h"
+#include "util/Yaml.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradzip::compress {
+
+// `options` is the mapping of this compressor's options (may be empty); it is
+// finish()ed here, so unknown keys are reported with file and line.
+std::unique_ptr<Compressor> makeCompressor(const std::string& name, YamlReader& options);
+// Convenience for code and tests: options given as YAML text, e.g. "{bits: 4}".
+std::unique_ptr<Compressor> makeCompressor(const std::string& name, const std::string& yamlOptions = "{}");
+std::vector<std::string> compressorNames();
+
+}  // namespace gradzip::compress
