@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gradzip::experiments {
 
@@ -16,5 +17,17 @@ struct BenchCollectivesArgs {
 // Ring, tree and PS all-reduce (float sum) against c10d's Gloo all-reduce for
 // float tensors from minBytes to maxBytes (powers of 4); run under launch.
 int benchCollectives(const BenchCollectivesArgs& args);
+
+struct BenchCompressorsArgs {
+  std::vector<std::string> compressors;  // empty = every registered compressor
+  int minLog2 = 16;                      // d from 2^minLog2 ...
+  int maxLog2 = 24;                      // ... to 2^maxLog2
+  int repeats = 3;
+  std::string out;  // JSON lines appended here (empty: print only)
+};
+// Single-core encode+decode throughput (GB/s of fp32 input) of each compressor
+// next to memcpy bandwidth measured in the same run, with vNMSE and bits per
+// coordinate on a fixed synthetic gradient.
+int benchCompressors(const BenchCompressorsArgs& args);
 
 }  // namespace gradzip::experiments

@@ -57,6 +57,14 @@ int main(int argc, char** argv) {
   benchColl->add_option("--repeats", bcArgs.repeats, "Timed repetitions per size")->capture_default_str();
   benchColl->add_option("--out", bcArgs.out, "Append results (JSON lines) to this file");
 
+  auto* benchComp = bench->add_subcommand("compressors", "Encode+decode throughput vs memcpy, vNMSE, bits/coord");
+  experiments::BenchCompressorsArgs bpArgs;
+  benchComp->add_option("--compressors", bpArgs.compressors, "Names (default: all)");
+  benchComp->add_option("--min-log2", bpArgs.minLog2, "Smallest d = 2^k")->capture_default_str();
+  benchComp->add_option("--max-log2", bpArgs.maxLog2, "Largest d = 2^k")->capture_default_str();
+  benchComp->add_option("--repeats", bpArgs.repeats, "Timed repetitions")->capture_default_str();
+  benchComp->add_option("--out", bpArgs.out, "Append results (JSON lines) to this file");
+
   CLI11_PARSE(app, argc, argv);
 
   int rank = 0, world = 1;
@@ -80,6 +88,7 @@ int main(int argc, char** argv) {
       return trainer::launch(lo);
     }
     if (*benchColl) return experiments::benchCollectives(bcArgs);
+    if (*benchComp) return experiments::benchCompressors(bpArgs);
   } catch (const CommError& e) {
     spdlog::error("{}", e.what());
     return 3;
