@@ -30,4 +30,11 @@ struct BenchCompressorsArgs {
 // coordinate on a fixed synthetic gradient.
 int benchCompressors(const BenchCompressorsArgs& args);
 
+struct BenchProbeArgs {
+  std::string out;  // JSON line appended here by rank 0 (empty: print only)
+};
+// Ping-pong probe of α (latency) and β (seconds per byte) between the ranks
+// (run under launch or inside emulated namespaces).
+int benchProbe(const BenchProbeArgs& args);
+
 }  // namespace gradzip::experiments

@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
   benchComp->add_option("--repeats", bpArgs.repeats, "Timed repetitions")->capture_default_str();
   benchComp->add_option("--out", bpArgs.out, "Append results (JSON lines) to this file");
 
+  auto* benchProbe = bench->add_subcommand("probe", "Fit latency α and bandwidth β by ping-pong (run under launch)");
+  experiments::BenchProbeArgs prArgs;
+  benchProbe->add_option("--out", prArgs.out, "Append the result (JSON line) to this file");
+
   CLI11_PARSE(app, argc, argv);
 
   int rank = 0, world = 1;
@@ -89,6 +93,7 @@ int main(int argc, char** argv) {
     }
     if (*benchColl) return experiments::benchCollectives(bcArgs);
     if (*benchComp) return experiments::benchCompressors(bpArgs);
+    if (*benchProbe) return experiments::benchProbe(prArgs);
   } catch (const CommError& e) {
     spdlog::error("{}", e.what());
     return 3;
