@@ -1,12 +1,17 @@
 // The NCCL backend for CUDA tensors (compiled only with GRADZIP_CUDA): creates a
 // c10d ProcessGroupNCCL when a GPU is visible, else returns null so the
 // communicator serves CPU tensors through Gloo alone.
+#include "comm/NcclBackend.h"
+
+#include "comm/Rendezvous.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/cuda.h>
 
 #include <spdlog/spdlog.h>
 
 namespace gradzip::comm {
+namespace {
 
 c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   std::chrono::milliseconds timeout) {
@@ -18,5 +23,9 @@ c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d:
   opts->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
 }
+
+}  // namespace
+
+void registerNcclBackend() { setCudaBackendFactory(&makeNcclBackend); }
 
 }  // namespace gradzip::comm

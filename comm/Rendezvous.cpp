@@ -20,13 +20,9 @@
 
 namespace gradzip::comm {
 
-#ifdef GRADZIP_HAVE_CUDA
-// comm/NcclBackend.cpp; null when no GPU is visible at run time.
-c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                  std::chrono::milliseconds timeout);
-#endif
-
 namespace {
+
+CudaBackendFactory gCudaFactory = nullptr;
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -135,6 +131,8 @@ void checkJoin(c10d::Store& store, const RendezvousOptions& o) {
 
 }  // namespace
 
+void setCudaBackendFactory(CudaBackendFactory factory) { gCudaFactory = factory; }
+
 RendezvousOptions RendezvousOptions::fromEnv() {
   RendezvousOptions o;
   if (env("WORLD_SIZE") || env("RANK")) {
@@ -187,9 +185,8 @@ std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
     throw CommError(fmt::format("rank {}: Gloo group setup failed ({})", o.rank, firstLine(e.what())));
   }
   c10::intrusive_ptr<c10d::Backend> cuda;
-#ifdef GRADZIP_HAVE_CUDA
-  cuda = makeNcclBackend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), o.rank, o.worldSize, o.timeout);
-#endif
+  if (gCudaFactory)
+    cuda = gCudaFactory(c10::make_intrusive<c10d::PrefixStore>("nccl", store), o.rank, o.worldSize, o.timeout);
   spdlog::debug("joined {} ranks through {}:{}", o.worldSize, o.masterAddr, o.masterPort);
   return std::make_unique<ProcessGroupCommunicator>(gloo, cuda, o.rank, o.worldSize, o.timeout);
 }

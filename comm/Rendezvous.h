@@ -9,6 +9,9 @@
 
 #include "comm/Communicator.h"
 
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -34,6 +37,13 @@ struct RendezvousOptions {
   // Malformed values throw UserError naming the variable.
   static RendezvousOptions fromEnv();
 };
+
+// Factory of the backend for CUDA tensors (see comm/NcclBackend.h); returns
+// null when no GPU is visible. Unset by default.
+using CudaBackendFactory = c10::intrusive_ptr<c10d::Backend> (*)(const c10::intrusive_ptr<c10d::Store>& store,
+                                                                 int rank, int size,
+                                                                 std::chrono::milliseconds timeout);
+void setCudaBackendFactory(CudaBackendFactory factory);
 
 // Connects this process; throws CommError naming the cause (port in use,
 // unreachable master, world-size or fingerprint mismatch, timeout).

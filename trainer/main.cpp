@@ -1,6 +1,7 @@
 // The gradzip command line: train, launch, bench, version. This file sits on
 // top of every module and nothing includes it. User errors print one clear line
 // and exit 2; communication failures exit 3; bugs exit 70.
+#include "comm/NcclBackend.h"
 #include "experiments/Benchmarks.h"
 #include "trainer/Commands.h"
 #include "trainer/Launcher.h"
@@ -76,6 +77,9 @@ int main(int argc, char** argv) {
   if (const char* w = std::getenv("WORLD_SIZE")) world = std::atoi(w);
   try {
     initLogging(rank, world, logLevel);
+#ifdef GRADZIP_HAVE_CUDA
+    comm::registerNcclBackend();
+#endif
     if (*version) {
       std::cout << "gradzip " << GRADZIP_VERSION << " (LibTorch " << GRADZIP_TORCH_VERSION << ")\n";
       return 0;
