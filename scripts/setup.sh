@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# gradzip set-up, idempotent and non-interactive: installs the Debian packages,
+# the pinned torch wheel into .venv, configures and builds, then (optionally)
+# runs the default job or the test suite.
+#
+#   bash scripts/setup.sh          install + build
+#   bash scripts/setup.sh run      install + build + the default experiment
+#   bash scripts/setup.sh test     install + build + the whole test suite
+#
+# Environment: GRADZIP_BUILD_DIR (default build), GRADZIP_CUDA (AUTO|ON|OFF),
+# GRADZIP_JOBS (default 2).
+set -euo pipefail
+
+TORCH_VERSION=2.11.0
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${GRADZIP_BUILD_DIR:-$ROOT/build}
+JOBS=${GRADZIP_JOBS:-2}
+MODE=${1:-build}
+STEP="start"
+
+step() { STEP="$*"; printf '\n== gradzip setup: %s\n' "$*"; }
+trap 'rc=$?; echo "gradzip setup FAILED during: ${STEP} (exit ${rc}). Fix the cause above and re-run; every step is safe to repeat." >&2' ERR
+
+case "$MODE" in build|run|test) ;; *) echo "usage: $0 [build|run|test]" >&2; exit 2;; esac
+
+if [ ! -r /etc/debian_version ]; then
+  echo "gradzip setup: this script targets Debian 12 (bookworm); /etc/debian_version not found" >&2; exit 1
+fi
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "gradzip setup: run as root or install sudo" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
+PACKAGES=(
+  g++ cmake ninja-build ccache pkg-config git
+  libyaml-cpp-dev libspdlog-dev libfmt-dev libopencv-dev libsentencepiece-dev libcli11-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev zlib1g-dev
+  iproute2 dataset-fashion-mnist linux-doc python3-venv python3-pip
+)
+step "Debian packages"
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "all ${#PACKAGES[@]} packages present"
+fi
+
+step "torch ${TORCH_VERSION} wheel in .venv"
+if [ ! -x "$ROOT/.venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$ROOT/.venv"
+fi
+have=$("$ROOT/.venv/bin/python" -c "import importlib.metadata as m; print(m.version('torch'))" 2>/dev/null || true)
+if [ "${have%%+*}" != "$TORCH_VERSION" ]; then
+  # The full wheel with its CUDA runtime packages: libtorch_cpu itself needs
+  # libcudart/libcupti, and torchrun and the PyTorch DDP peer arm import torch.
+  "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
+fi
+if ! "$ROOT/.venv/bin/python" -c "import matplotlib" 2>/dev/null; then
+  "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check "matplotlib==3.9.2"
+fi
+"$ROOT/.venv/bin/python" -c "import torch; print('torch', torch.__version__)"
+
+step "configure and build (${BUILD}, -j${JOBS})"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRADZIP_CUDA="${GRADZIP_CUDA:-AUTO}" >/dev/null
+ninja -C "$BUILD" -j"$JOBS"
+
+case "$MODE" in
+  run)
+    step "default job: configs/quickstart.yaml on 2 ranks"
+    cd "$ROOT"
+    exec "$BUILD/trainer/gradzip" launch -n 2 -- gradzip bench collectives --max-bytes $((16 << 20)) \
+      --out runs/bench_collectives.jsonl
+    ;;
+  test)
+    step "test suite (ctest)"
+    cd "$BUILD"
+    exec ctest --output-on-failure -j"$JOBS" --timeout 300
+    ;;
+esac
