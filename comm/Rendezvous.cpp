@@ -68,7 +68,7 @@ std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); 
 c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(o.masterPort);
-  so.isServer = o.rank == 0;
+  so.isServer = o.rank == 0 && !o.agentStore;
   so.numWorkers = std::nullopt;  // joins are checked below, with better errors
   so.waitWorkers = false;
   so.timeout = o.timeout;
@@ -76,7 +76,7 @@ c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
     return c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
   } catch (const std::exception& e) {
     const std::string what = firstLine(e.what());
-    if (o.rank == 0)
+    if (so.isServer)
       throw CommError(fmt::format("rank 0: cannot host the rendezvous store on {}:{} ({}); is the port in use? "
                                   "choose another MASTER_PORT",
                                   o.masterAddr, o.masterPort, what));
@@ -152,6 +152,8 @@ RendezvousOptions RendezvousOptions::fromEnv() {
   if (env("MASTER_ADDR")) o.masterAddr = env("MASTER_ADDR");
   if (env("MASTER_PORT")) o.masterPort = envInt("MASTER_PORT", 1, 65535);
   if (env("GLOO_SOCKET_IFNAME")) o.interface = env("GLOO_SOCKET_IFNAME");
+  if (env("TORCHELASTIC_USE_AGENT_STORE")) o.agentStore = std::string(env("TORCHELASTIC_USE_AGENT_STORE")) == "True";
+  if (env("TORCHELASTIC_RESTART_COUNT")) o.generation = envInt("TORCHELASTIC_RESTART_COUNT", 0, 1 << 20);
   if (env("GRADZIP_COMM_TIMEOUT_S")) o.timeout = std::chrono::seconds(envInt("GRADZIP_COMM_TIMEOUT_S", 1, 86400));
   return o;
 }
@@ -161,7 +163,8 @@ std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
            o.rank, o.worldSize);
   if (o.worldSize == 1) return std::make_unique<LocalCommunicator>();
 
-  auto store = openStore(o);
+  c10::intrusive_ptr<c10d::Store> store =
+      c10::make_intrusive<c10d::PrefixStore>(fmt::format("gradzip{}", o.generation), openStore(o));
   checkJoin(*store, o);
 
   auto gopts = c10d::ProcessGroupGloo::Options::create(o.timeout);

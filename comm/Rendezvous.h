@@ -32,6 +32,11 @@ struct RendezvousOptions {
   // Opaque text every rank must agree on (e.g. a hash of the effective config);
   // a mismatch is reported at connect time naming the ranks. Empty skips it.
   std::string fingerprint;
+  // torchrun's agent already hosts the store on MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 included, joins as a
+  // client. `generation` (TORCHELASTIC_RESTART_COUNT) keeps restarts' keys apart.
+  bool agentStore = false;
+  int generation = 0;
 
   // Reads the torchrun variables, else SLURM's, else defaults to one rank.
   // Malformed values throw UserError naming the variable.

@@ -1,7 +1,13 @@
-// Out-of-line helpers of compress/Compressor.h: seeds and argument checks.
+// Out-of-line helpers of compress/Compressor.h: seeds, argument checks, the
+// plan's all-reduce and phase timing.
 #include "compress/Compressor.h"
 
+#include "comm/Reduction.h"
 #include "util/Error.h"
+
+#include <fmt/ranges.h>
+
+#include <cmath>
 
 namespace gradzip::compress {
 namespace {
@@ -32,8 +38,47 @@ void checkGradient(const at::Tensor& x, const std::string& who) {
   GZ_CHECK(x.scalar_type() == at::kFloat, "{}: expected float32 gradients, got {}", who,
            c10::toString(x.scalar_type()));
   GZ_CHECK(x.is_contiguous(), "{}: gradient must be contiguous", who);
-  GZ_CHECK(x.numel() == 0 || at::isfinite(x).all().item<bool>(),
-           "{}: gradient contains NaN or Inf; refusing to compress (see trainer.nan_policy)", who);
+  // One pass without a d-sized temporary: min and max propagate NaN, and are
+  // infinite exactly when some element is.
+  bool finite = true;
+  if (x.numel() > 0) {
+    const auto [lo, hi] = at::aminmax(x);
+    finite = std::isfinite(lo.item<float>()) && std::isfinite(hi.item<float>());
+  }
+  GZ_CHECK(finite, "{}: gradient contains NaN or Inf; refusing to compress (see trainer.nan_policy)", who);
+}
+
+void checkSameNumelAcrossRanks(int64_t d, Context& ctx, const std::string& who) {
+  const int n = ctx.comm.size();
+  if (n == 1) return;
+  std::vector<at::Tensor> all(n);
+  for (auto& t : all) t = at::empty({1}, at::kLong);
+  ctx.comm.allGather(all, at::full({1}, d, at::kLong)).wait();
+  std::vector<int64_t> sizes;
+  bool same = true;
+  for (const auto& t : all) {
+    sizes.push_back(t.item<int64_t>());
+    same = same && sizes.back() == d;
+  }
+  GZ_CHECK(same, "{}: ranks hold buckets of different sizes (coordinates by rank: {}); every rank must "
+           "aggregate the same bucket", who, fmt::join(sizes, ", "));
+}
+
+at::Tensor allReduceSum(const at::Tensor& t, Context& ctx) {
+  GZ_ASSERT(t.dim() == 1 && t.is_contiguous(), "allReduceSum expects a 1-D contiguous tensor");
+  ScopedPhase phase(ctx.times, &PhaseTimes::communicate);
+  if (ctx.times) ctx.times->bytesSent += static_cast<int64_t>(t.numel()) * t.element_size();
+  if (ctx.collective) return ctx.collective->allReduce(t, *comm::floatSum());
+  at::Tensor out = t.clone();
+  ctx.comm.allReduce(out, comm::ReduceOp::Sum).wait();
+  return out;
+}
+
+ScopedPhase::ScopedPhase(PhaseTimes* times, double PhaseTimes::*field)
+    : times_(times), field_(field), start_(std::chrono::steady_clock::now()) {}
+
+ScopedPhase::~ScopedPhase() {
+  if (times_) times_->*field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 }  // namespace gradzip::compress

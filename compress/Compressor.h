@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -108,5 +109,33 @@ class Compressor {
 // Common argument checks for aggregate()/encode(): 1-D, float32, contiguous,
 // CPU or CUDA, all finite. Throws UserError naming the compressor and the cause.
 void checkGradient(const at::Tensor& x, const std::string& who);
+
+// Throws UserError on every rank, naming each rank's size, unless all ranks
+// hold d coordinates. One all-gather of an int64; compressors call it on their
+// first aggregate() (and whenever d changes) because Gloo aborts the process,
+// rather than throwing, when a collective's sizes differ across ranks.
+void checkSameNumelAcrossRanks(int64_t d, Context& ctx, const std::string& who);
+
+// The plan's floating-point sum over ranks: ctx.collective with a float sum
+// reduction when set, else the engine's all-reduce (ctx.comm). `t` is 1-D and
+// contiguous (float, double, half or bfloat16); it is not modified. Returns the
+// sum in t's dtype, bit-identical on every rank. Adds the wall time to
+// ctx.times->communicate and t's bytes to ctx.times->bytesSent.
+at::Tensor allReduceSum(const at::Tensor& t, Context& ctx);
+
+// Adds the wall time of its scope to one PhaseTimes field (no-op if times is
+// null), e.g. `ScopedPhase s(ctx.times, &PhaseTimes::encode);`.
+class ScopedPhase {
+ public:
+  ScopedPhase(PhaseTimes* times, double PhaseTimes::*field);
+  ~ScopedPhase();
+  ScopedPhase(const ScopedPhase&) = delete;
+  ScopedPhase& operator=(const ScopedPhase&) = delete;
+
+ private:
+  PhaseTimes* times_;
+  double PhaseTimes::*field_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace gradzip::compress

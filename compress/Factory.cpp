@@ -1,6 +1,17 @@
 // Implements compress/Factory.h: the table of known compressors.
 #include "compress/Factory.h"
 
+#include "compress/ArTopK.h"
+#include "compress/ErrorFeedback.h"
+#include "compress/FloatCast.h"
+#include "compress/GradiVeQ.h"
+#include "compress/NaturalCompression.h"
+#include "compress/NaturalDithering.h"
+#include "compress/Qsgd.h"
+#include "compress/Thc.h"
+#include "compress/PowerSgd.h"
+#include "compress/TopK.h"
+#include "compress/TopKC.h"
 #include "util/Error.h"
 
 #include <functional>
@@ -19,7 +30,19 @@ struct Entry {
 const std::map<std::string, Entry>& registry() {
   static const std::map<std::string, Entry> table = {
       // -- fp32/fp16/bf16, TopK family, PowerSGD (compress helper 1) --
+      {"fp32", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kFloat); }, false}},
+      {"fp16", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kHalf); }, false}},
+      {"bf16", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kBFloat16); }, false}},
+      {"topk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopK>(TopKOptions::fromYaml(r)); }, true}},
+      {"topkc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopKC>(TopKCOptions::fromYaml(r)); }, true}},
+      {"artopk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<ArTopK>(ArTopKOptions::fromYaml(r)); }, true}},
+      {"powersgd", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<PowerSgd>(PowerSgdOptions::fromYaml(r)); }, true}},
       // -- THC, natural compression, dithering, GradiVeQ (compress helper 2) --
+      {"thc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<Thc>(ThcOptions::fromYaml(r)); }, true}},
+      {"cnat", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<NaturalCompression>(NaturalCompressionOptions::fromYaml(r)); }, false}},
+      {"dnat", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<NaturalDithering>(NaturalDitheringOptions::fromYaml(r)); }, false}},
+      {"qsgd", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<Qsgd>(QsgdOptions::fromYaml(r)); }, false}},
+      {"gradiveq", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<GradiVeQ>(GradiVeQOptions::fromYaml(r)); }, false}},
   };
   return table;
 }
@@ -39,7 +62,7 @@ std::unique_ptr<Compressor> makeCompressor(const std::string& name, YamlReader& 
   const bool ef = options.getBool("error_feedback", it->second.paperUsesErrorFeedback);
   auto c = it->second.make(options);
   options.finish();
-  (void)ef;  // wrapped in ErrorFeedback once compress/ErrorFeedback.h lands
+  if (ef) c = std::make_unique<ErrorFeedback>(std::move(c));
   return c;
 }
 

@@ -37,4 +37,19 @@ struct BenchProbeArgs {
 // (run under launch or inside emulated namespaces).
 int benchProbe(const BenchProbeArgs& args);
 
+struct BenchTrainArgs {
+  std::vector<std::string> models = {"resnet20", "vgg11", "bert"};
+  int steps = 20;       // timed steps per model (after warm-up)
+  int warmup = 3;
+  int batch = 64;       // images per step (BERT: sequences of `seqLen`)
+  int seqLen = 128;
+  int threads = 1;
+  std::string out;      // JSON lines appended here
+};
+// Single-worker training throughput (samples/s) of gradzip's models on synthetic
+// batches of the real shapes: forward, loss, backward, SGD step, same batch and
+// threads as experiments/python/throughput.py, which runs the same models in
+// PyTorch for the side-by-side ratio.
+int benchTrain(const BenchTrainArgs& args);
+
 }  // namespace gradzip::experiments

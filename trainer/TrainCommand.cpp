@@ -1,12 +1,28 @@
-// `gradzip train CONFIG`: loads the config, joins the ranks and runs the Trainer.
+// `gradzip train CONFIG`: loads the config, joins the ranks (torchrun, SLURM
+// or `gradzip launch` environment) and runs the Trainer.
 #include "trainer/Commands.h"
 
-#include "util/Error.h"
+#include "comm/Rendezvous.h"
+#include "trainer/Trainer.h"
+
+#include <spdlog/spdlog.h>
 
 namespace gradzip::trainer {
 
 int trainCommand(const TrainArgs& args) {
-  throw UserError(fmt::format("{}: the trainer is not built yet", args.config));
+  auto cfg = TrainConfig::load(args.config, args.overrides);
+  auto ro = comm::RendezvousOptions::fromEnv();
+  ro.timeout = std::chrono::seconds(cfg.comm.timeoutS);
+  ro.fingerprint = cfg.fingerprint();
+  auto comm = comm::connect(ro);
+  comm->setSendDelay(std::chrono::microseconds(cfg.comm.latencyUs));
+  Trainer trainer(cfg, *comm);
+  auto result = trainer.run(args.resume);
+  std::string m;
+  for (const auto& [k, v] : result.finalMetrics) m += fmt::format(" {} {:.4f}", k, v);
+  spdlog::info("done: {} steps, {:.1f} s of training{}{}", result.steps, result.trainSeconds, m,
+               result.earlyStopped ? " (early stopped)" : "");
+  return 0;
 }
 
 }  // namespace gradzip::trainer

@@ -3,6 +3,7 @@
 // and exit 2; communication failures exit 3; bugs exit 70.
 #include "comm/NcclBackend.h"
 #include "experiments/Benchmarks.h"
+#include "experiments/Compare.h"
 #include "trainer/Commands.h"
 #include "trainer/Launcher.h"
 #include "util/Error.h"
@@ -48,6 +49,12 @@ int main(int argc, char** argv) {
   launchCmd->add_option("target", target, "CONFIG.yaml [train options] or COMMAND [ARGS...]")->required();
   launchCmd->prefix_command();
 
+  auto* compare = app.add_subcommand("compare", "Run a comparison suite (arms x same setup) and print the TTA table");
+  experiments::CompareArgs cmpArgs;
+  compare->add_option("suite", cmpArgs.suite, "Suite YAML")->required()->check(CLI::ExistingFile);
+  compare->add_option("--only", cmpArgs.only, "Run only these arms");
+  compare->add_flag("--rerun", cmpArgs.rerun, "Rerun arms that finished before");
+
   auto* bench = app.add_subcommand("bench", "Microbenchmarks");
   bench->require_subcommand(1);
   auto* benchColl = bench->add_subcommand("collectives",
@@ -69,6 +76,16 @@ int main(int argc, char** argv) {
   auto* benchProbe = bench->add_subcommand("probe", "Fit latency α and bandwidth β by ping-pong (run under launch)");
   experiments::BenchProbeArgs prArgs;
   benchProbe->add_option("--out", prArgs.out, "Append the result (JSON line) to this file");
+
+  auto* benchTrain = bench->add_subcommand("train", "Single-worker training throughput of the models (samples/s)");
+  experiments::BenchTrainArgs btArgs;
+  benchTrain->add_option("--models", btArgs.models, "Model names")->capture_default_str();
+  benchTrain->add_option("--steps", btArgs.steps, "Timed steps")->capture_default_str();
+  benchTrain->add_option("--warmup", btArgs.warmup, "Warm-up steps")->capture_default_str();
+  benchTrain->add_option("--batch", btArgs.batch, "Batch size")->capture_default_str();
+  benchTrain->add_option("--seq-len", btArgs.seqLen, "BERT sequence length")->capture_default_str();
+  benchTrain->add_option("--threads", btArgs.threads, "Intra-op threads")->capture_default_str();
+  benchTrain->add_option("--out", btArgs.out, "Append results (JSON lines) to this file");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -95,9 +112,11 @@ int main(int argc, char** argv) {
       }
       return trainer::launch(lo);
     }
+    if (*compare) return experiments::compareCommand(cmpArgs, selfExe());
     if (*benchColl) return experiments::benchCollectives(bcArgs);
     if (*benchComp) return experiments::benchCompressors(bpArgs);
     if (*benchProbe) return experiments::benchProbe(prArgs);
+    if (*benchTrain) return experiments::benchTrain(btArgs);
   } catch (const CommError& e) {
     spdlog::error("{}", e.what());
     return 3;

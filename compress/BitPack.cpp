@@ -1,0 +1,116 @@
+// Implements compress/BitPack.h with a 64-bit bit buffer; 8- and 4-bit codes,
+// the common cases, take byte-wise fast paths.
+#include "compress/BitPack.h"
+
+#include "util/Error.h"
+
+#include <cstring>
+
+namespace gradzip::compress {
+namespace {
+
+template <typename T>
+void unpackInto(const uint8_t* in, int bits, int64_t n, T* out) {
+  if (bits == 8) {
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(in[k]);
+    return;
+  }
+  if (bits == 4) {
+    for (int64_t k = 0; k + 1 < n; k += 2) {
+      out[k] = static_cast<T>(in[k / 2] & 0xF);
+      out[k + 1] = static_cast<T>(in[k / 2] >> 4);
+    }
+    if (n % 2) out[n - 1] = static_cast<T>(in[n / 2] & 0xF);
+    return;
+  }
+  const uint64_t mask = bits == 64 ? ~0ULL : ((1ULL << bits) - 1);
+  uint64_t buf = 0;
+  int have = 0;
+  int64_t byte = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    while (have < bits) {
+      buf |= static_cast<uint64_t>(in[byte++]) << have;
+      have += 8;
+    }
+    out[k] = static_cast<T>(buf & mask);
+    buf >>= bits;
+    have -= bits;
+  }
+}
+
+}  // namespace
+
+int64_t packedBytes(int64_t n, int bits) { return (n * bits + 7) / 8; }
+
+at::Tensor packBits(const at::Tensor& codes, int bits) {
+  GZ_CHECK(bits >= 1 && bits <= 32, "packBits: bits must be in [1, 32], got {}", bits);
+  GZ_CHECK(codes.dim() == 1 && !at::isFloatingType(codes.scalar_type()),
+           "packBits: expected a 1-D integer tensor of codes");
+  const int64_t n = codes.numel();
+  auto c = codes.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* src = c.data_ptr<int64_t>();
+  const int64_t limit = int64_t{1} << bits;
+  auto out = at::zeros({packedBytes(n, bits)}, at::kByte);
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  bool bad = false;
+  if (bits == 8) {
+    for (int64_t k = 0; k < n; ++k) {
+      bad |= src[k] < 0 || src[k] >= limit;
+      dst[k] = static_cast<uint8_t>(src[k]);
+    }
+  } else if (bits == 4) {
+    for (int64_t k = 0; k < n; ++k) {
+      bad |= src[k] < 0 || src[k] >= limit;
+      dst[k / 2] |= static_cast<uint8_t>((src[k] & 0xF) << (4 * (k & 1)));
+    }
+  } else {
+    uint64_t buf = 0;
+    int have = 0;
+    int64_t byte = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      bad |= src[k] < 0 || src[k] >= limit;
+      buf |= static_cast<uint64_t>(src[k] & (limit - 1)) << have;
+      have += bits;
+      while (have >= 8) {
+        dst[byte++] = static_cast<uint8_t>(buf & 0xFF);
+        buf >>= 8;
+        have -= 8;
+      }
+    }
+    if (have > 0) dst[byte] = static_cast<uint8_t>(buf & 0xFF);
+  }
+  GZ_CHECK(!bad, "packBits: a code lies outside [0, 2^{})", bits);
+  return out;
+}
+
+at::Tensor unpackBits(const at::Tensor& packed, int bits, int64_t n, at::ScalarType out) {
+  GZ_CHECK(bits >= 1 && bits <= 32, "unpackBits: bits must be in [1, 32], got {}", bits);
+  GZ_CHECK(packed.scalar_type() == at::kByte && packed.dim() == 1, "unpackBits: expected a 1-D uint8 tensor");
+  GZ_CHECK(packed.numel() >= packedBytes(n, bits), "unpackBits: {} bytes cannot hold {} codes of {} bits",
+           packed.numel(), n, bits);
+  auto p = packed.cpu().contiguous();
+  auto res = at::empty({n}, at::TensorOptions().dtype(out));
+  const uint8_t* in = p.data_ptr<uint8_t>();
+  switch (out) {
+    case at::kByte:
+      GZ_CHECK(bits <= 8, "unpackBits: uint8 cannot hold {}-bit codes", bits);
+      unpackInto(in, bits, n, res.data_ptr<uint8_t>());
+      break;
+    case at::kShort:
+      GZ_CHECK(bits <= 15, "unpackBits: int16 cannot hold {}-bit codes", bits);
+      unpackInto(in, bits, n, res.data_ptr<int16_t>());
+      break;
+    case at::kInt:
+      GZ_CHECK(bits <= 31, "unpackBits: int32 cannot hold {}-bit codes", bits);
+      unpackInto(in, bits, n, res.data_ptr<int32_t>());
+      break;
+    case at::kLong:
+      unpackInto(in, bits, n, res.data_ptr<int64_t>());
+      break;
+    default:
+      GZ_CHECK(false, "unpackBits: unsupported output dtype {}", c10::toString(out));
+  }
+  return res;
+}
+
+}  // namespace gradzip::compress

@@ -1,0 +1,32 @@
+// Counter-based randomness for compressors: the i-th random word of a stream is a
+// pure function of (seed, i), so encoding is reproducible from the Context's
+// seeds alone (no generator state to checkpoint), parallel loops need no
+// coordination, and every platform draws the same numbers. The stream is
+// splitmix64 (Steele, Lea, Flood, OOPSLA 2014): state_i = seed + (i+1)·γ,
+// output = its finaliser; it passes BigCrush, which is ample for dithering.
+#pragma once
+
+#include <cstdint>
+
+namespace gradzip::compress {
+
+// splitmix64 finaliser: a bijective, well-mixed 64-bit hash.
+inline uint64_t mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// 64 random bits, word i of stream `seed`.
+inline uint64_t randomBits(uint64_t seed, uint64_t i) { return mix64(seed + (i + 1) * 0x9e3779b97f4a7c15ULL); }
+
+// Uniform on the 2^24-point grid {k / 2^24} ⊂ [0, 1), exact in float. Rounding up
+// iff u < f happens with probability ceil(f·2^24)/2^24, i.e. within 2^-24 of f.
+inline float uniform01(uint64_t seed, uint64_t i) {
+  return static_cast<float>(randomBits(seed, i) >> 40) * (1.0f / 16777216.0f);
+}
+
+// A derived stream: independent of `seed`'s own stream for distinct `salt`s.
+inline uint64_t deriveSeed(uint64_t seed, uint64_t salt) { return mix64(seed ^ mix64(salt + 0x632be59bd9b4e019ULL)); }
+
+}  // namespace gradzip::compress

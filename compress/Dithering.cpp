@@ -1,0 +1,162 @@
+// Implements compress/Dithering.h.
+#include "compress/Dithering.h"
+
+#include "compress/BitPack.h"
+#include "compress/CounterRng.h"
+#include "util/Error.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace gradzip::compress {
+
+double parseNormOrder(const std::string& text, const std::string& who) {
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  double p = 0;
+  try {
+    size_t used = 0;
+    p = std::stod(text, &used);
+    GZ_CHECK(used == text.size(), "{}: norm must be a number >= 1 or 'inf', got '{}'", who, text);
+  } catch (const std::logic_error&) {
+    GZ_CHECK(false, "{}: norm must be a number >= 1 or 'inf', got '{}'", who, text);
+  }
+  GZ_CHECK(p >= 1, "{}: norm order p must be >= 1 (so that |x_i|/||x||_p <= 1), got {}", who, p);
+  return p;
+}
+
+Dithering::Dithering(std::string name, std::vector<float> levels, double pNorm)
+    : name_(std::move(name)), levels_(std::move(levels)), pNorm_(pNorm) {
+  GZ_CHECK(levels_.size() >= 2 && levels_.front() == 0.0f && levels_.back() == 1.0f,
+           "{}: levels must run from 0 to 1", name_);
+  for (size_t j = 0; j + 1 < levels_.size(); ++j)
+    GZ_CHECK(levels_[j] < levels_[j + 1], "{}: levels must be strictly increasing", name_);
+  GZ_CHECK(pNorm_ >= 1, "{}: norm order p must be >= 1, got {}", name_, pNorm_);
+  const int64_t s = static_cast<int64_t>(levels_.size()) - 1;
+  indexBits_ = 0;
+  while ((int64_t{1} << indexBits_) < s + 1) ++indexBits_;
+  codeBits_ = indexBits_ + 1;
+  GZ_CHECK(codeBits_ <= 31, "{}: too many levels", name_);
+}
+
+Capabilities Dithering::capabilities() const {
+  Capabilities c;
+  c.summable = false;
+  c.needsSharedSeed = false;
+  c.unbiased = true;
+  c.collectives = {"allgather"};
+  return c;
+}
+
+int64_t Dithering::messageBytes(int64_t d) const { return 4 + packedBytes(d, codeBits_); }
+
+double Dithering::bitsPerCoordinate(int64_t d, int) const {
+  GZ_CHECK(d > 0, "{}: bitsPerCoordinate needs d > 0", name_);
+  return 8.0 * static_cast<double>(messageBytes(d)) / static_cast<double>(d);
+}
+
+float Dithering::normOf(const at::Tensor& x) const {
+  auto xd = x.to(at::kDouble);
+  if (std::isinf(pNorm_)) return static_cast<float>(xd.abs().max().item<double>());
+  return static_cast<float>(xd.norm(pNorm_).item<double>());
+}
+
+at::Tensor Dithering::encodeMessage(const at::Tensor& xIn, uint64_t seed) const {
+  auto x = xIn.cpu().contiguous();
+  const int64_t d = x.numel();
+  const float norm = d > 0 ? normOf(x) : 0.0f;
+  auto codes = at::empty({d}, at::kInt);
+  const float* in = x.data_ptr<float>();
+  int32_t* c = codes.data_ptr<int32_t>();
+  const int s = static_cast<int>(levels_.size()) - 1;
+  const float* lv = levels_.data();
+  at::parallel_for(0, d, 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float y = norm > 0 ? std::min(std::fabs(in[i]) / norm, 1.0f) : 0.0f;
+      // The interval [lv[j], lv[j+1]] containing y (Definition 3).
+      int j = static_cast<int>(std::upper_bound(lv, lv + s + 1, y) - lv) - 1;
+      j = std::clamp(j, 0, s - 1);
+      const float lo = lv[j], hi = lv[j + 1];
+      const bool up = uniform01(seed, static_cast<uint64_t>(i)) * (hi - lo) < (y - lo);
+      const int level = j + (up ? 1 : 0);
+      c[i] = (std::signbit(in[i]) ? (1 << indexBits_) : 0) | level;  // sign bit above the level index
+    }
+  });
+  auto msg = at::empty({messageBytes(d)}, at::kByte);
+  std::memcpy(msg.data_ptr<uint8_t>(), &norm, 4);
+  auto packed = packBits(codes, codeBits_);
+  msg.narrow(0, 4, packed.numel()).copy_(packed);
+  return msg;
+}
+
+at::Tensor Dithering::decodeMessage(const at::Tensor& msgIn, int64_t d) const {
+  auto msg = msgIn.contiguous();
+  GZ_CHECK(msg.scalar_type() == at::kByte && msg.numel() == messageBytes(d), "{}: malformed payload for d = {}",
+           name_, d);
+  float norm;
+  std::memcpy(&norm, msg.data_ptr<uint8_t>(), 4);
+  auto codes = unpackBits(msg.narrow(0, 4, msg.numel() - 4).contiguous(), codeBits_, d, at::kInt);
+  auto out = at::empty({d}, at::kFloat);
+  const int32_t* c = codes.data_ptr<int32_t>();
+  float* o = out.data_ptr<float>();
+  const int32_t mask = (1 << indexBits_) - 1;
+  const int s = static_cast<int>(levels_.size()) - 1;
+  for (int64_t i = 0; i < d; ++i) {
+    const int level = std::min(c[i] & mask, s);
+    const float v = norm * levels_[level];
+    o[i] = (c[i] >> indexBits_) ? -v : v;
+  }
+  return out;
+}
+
+Payload Dithering::encode(const at::Tensor& x, Context& ctx) {
+  checkGradient(x, name_);
+  ScopedPhase t(ctx.times, &PhaseTimes::encode);
+  Payload p;
+  p.tensors.push_back(encodeMessage(x, ctx.privateSeed()));
+  return p;
+}
+
+at::Tensor Dithering::decode(const Payload& p, int64_t d, Context& ctx) {
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  GZ_CHECK(p.tensors.size() == 1, "{}: malformed payload", name_);
+  return decodeMessage(p.tensors[0], d);
+}
+
+Aggregated Dithering::aggregate(const at::Tensor& x, Context& ctx) {
+  checkGradient(x, name_);
+  GZ_CHECK(x.numel() > 0, "{}: empty gradient", name_);
+  GZ_CHECK(ctx.collectiveName == "engine" || ctx.collectiveName == "allgather",
+           "{}: collective '{}' is not supported (each worker has its own norm; use allgather)", name_,
+           ctx.collectiveName);
+  const int n = ctx.comm.size(), me = ctx.comm.rank();
+  const int64_t d = x.numel();
+  at::Tensor msg;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    msg = encodeMessage(x, ctx.privateSeed());
+  }
+  std::vector<at::Tensor> all(n);
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+    if (n > 1) {
+      for (auto& a : all) a = at::empty_like(msg);
+      ctx.comm.allGather(all, msg).wait();
+      if (ctx.times) ctx.times->bytesSent += msg.numel() * (n - 1);
+    } else {
+      all[0] = msg;
+    }
+  }
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  auto sum = at::zeros({d}, at::kDouble);
+  for (int i = 0; i < n; ++i) sum += decodeMessage(all[i], d).to(at::kDouble);  // rank order on every rank
+  Aggregated r;
+  r.mean = (sum / n).to(at::kFloat).to(x.device());
+  r.localApplied = decodeMessage(all[me], d).to(x.device());
+  return r;
+}
+
+}  // namespace gradzip::compress

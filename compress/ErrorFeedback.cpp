@@ -1,0 +1,56 @@
+// Implements compress/ErrorFeedback.h.
+#include "compress/ErrorFeedback.h"
+
+#include "util/Error.h"
+
+namespace gradzip::compress {
+
+ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {
+  GZ_ASSERT(inner_ != nullptr, "ErrorFeedback needs an inner compressor");
+}
+
+at::Tensor ErrorFeedback::errorFed(const at::Tensor& grad) {
+  checkGradient(grad, name());
+  if (!residual_.defined()) return grad.clone();
+  GZ_CHECK(residual_.numel() == grad.numel(),
+           "{}: bucket size changed from {} to {} coordinates; a compressor serves one bucket", name(),
+           residual_.numel(), grad.numel());
+  return grad + residual_;
+}
+
+Aggregated ErrorFeedback::aggregate(const at::Tensor& grad, Context& ctx) {
+  const at::Tensor x = errorFed(grad);           // 1. add the residual (Eq. 2a)
+  Aggregated r = inner_->aggregate(x, ctx);      // 2. compress and aggregate
+  residual_ = x - r.localApplied;                // 3. keep what was lost (Eq. 2b)
+  return r;
+}
+
+Payload ErrorFeedback::encode(const at::Tensor& grad, Context& ctx) {
+  const at::Tensor x = errorFed(grad);
+  Payload p = inner_->encode(x, ctx);
+  residual_ = x - inner_->decode(p, x.numel(), ctx);
+  return p;
+}
+
+void ErrorFeedback::save(torch::serialize::OutputArchive& ar) const {
+  ar.write("residual", residual_.defined() ? residual_ : at::empty({0}, at::kFloat));
+  torch::serialize::OutputArchive inner;
+  inner_->save(inner);
+  ar.write("inner", inner);
+}
+
+void ErrorFeedback::load(torch::serialize::InputArchive& ar) {
+  at::Tensor e;
+  ar.read("residual", e);
+  GZ_CHECK(e.dim() == 1 && e.scalar_type() == at::kFloat, "{}: checkpointed residual is not a float vector", name());
+  residual_ = e.numel() == 0 ? at::Tensor() : e.contiguous();
+  torch::serialize::InputArchive inner;
+  ar.read("inner", inner);
+  inner_->load(inner);
+}
+
+double ErrorFeedback::residualNorm() const {
+  return residual_.defined() ? residual_.norm().item<double>() : 0.0;
+}
+
+}  // namespace gradzip::compress

@@ -1,0 +1,46 @@
+// The randomized Hadamard transform (RHT) of THC §5.1: R = H·D·x with D a random
+// ±1 diagonal drawn from a seed shared by all workers and H the orthonormal
+// Walsh–Hadamard matrix, computed in place by the iterative fast transform in
+// O(d log d). Inputs are zero-padded to the transform length. The inverse is
+// D·H·y (H is symmetric and orthonormal). With a block size B < the padded
+// length it is the *partial rotation* of the end-to-end-utility paper §3.2.2:
+// the transform stops after log2(B) butterfly rounds, which equals rotating
+// every B-sized block separately (each block orthonormal on its own).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace gradzip::compress {
+
+// Unnormalised in-place fast Walsh–Hadamard transform of every `block`-sized
+// block of x[0, n) (n a multiple of block, block a power of two). Applying it
+// twice multiplies by `block`.
+void fwhtInPlace(float* x, int64_t n, int64_t block);
+
+class RandomizedHadamard {
+ public:
+  // d > 0 coordinates; blockLog2 = 0 means one full rotation over the padded
+  // vector, otherwise blocks of 2^blockLog2 (capped at the full length).
+  // Padded length: next power of two >= max(d, 8) for a full rotation, else d
+  // rounded up to a multiple of the block (never below 8).
+  RandomizedHadamard(int64_t d, int blockLog2 = 0);
+
+  int64_t dim() const { return d_; }
+  int64_t paddedDim() const { return padded_; }
+  int64_t blockSize() const { return block_; }
+  int64_t numBlocks() const { return padded_ / block_; }
+
+  // x: 1-D float32 of dim() elements; returns paddedDim() rotated coordinates.
+  at::Tensor forward(const at::Tensor& x, uint64_t sharedSeed) const;
+  // y: 1-D float32 of paddedDim() elements; returns the first dim() coordinates
+  // of D·H·y (the padding positions are dropped).
+  at::Tensor inverse(const at::Tensor& y, uint64_t sharedSeed) const;
+
+ private:
+  void applySigns(float* v, uint64_t seed) const;
+  int64_t d_, padded_, block_;
+};
+
+}  // namespace gradzip::compress

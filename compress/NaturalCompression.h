@@ -1,0 +1,78 @@
+// Natural compression C_nat (natural-compression paper, Definition 1): every
+// float becomes a signed power of two, 2^a or 2^(a+1) around |t|, chosen
+// without bias (probability of 2^a is (2^(a+1) − |t|)/2^a), computed on the
+// binary32 bits: keep sign and exponent, round the exponent up with probability
+// mantissa/2^23. A deterministic variant rounds to the nearest power of two
+// (the paper's reference "deterministic rounding" arm; biased).
+//
+// Wire format (the paper's implementation): one byte per coordinate,
+//   bit 7 = sign, bit 6 = non-zero flag, bits 0–5 = e + 50, e ∈ [−50, 10].
+// Values below 2^−50 round without bias to 0 or 2^−50; exponents above 10 are
+// clipped to 2^10 (biased; counted in Aggregated::saturated).
+//
+// Aggregation (not ring compatible: a sum of powers of two is not one):
+//  "ps": 8-bit uplink to the shard owners (compress/ShardedExchange.h), which
+//        sum the exact integers ±2^(e+50) in int64 (saturating, counted),
+//        re-compress the mean with C_nat and send 8-bit codes back (the paper's
+//        bidirectional compression, Algorithm 1);
+//  "allgather": every rank receives every rank's codes and averages them.
+// The collective comes from Context::collectiveName ("ps" or "allgather"),
+// else from the options' deployment.
+#pragma once
+
+#include "compress/Compressor.h"
+#include "util/Yaml.h"
+
+#include <cstdint>
+#include <string>
+
+namespace gradzip::compress {
+
+constexpr int kNatMinExp = -50;
+constexpr int kNatMaxExp = 10;
+
+// C_nat on the bits with 23 random bits r ∈ [0, 2^23): (bits(t) + r) & 0xFF800000.
+// ±0 stays ±0; subnormals round without bias to ±0 or ±2^−126 (the carry does it);
+// ±inf and NaN pass through unchanged; a carry out of the largest exponent
+// (|t| > 2^127) saturates at ±2^127 instead of becoming inf (biased).
+float naturalRound(float t, uint32_t r);
+// Deterministic variant: the nearest power of two (ties up), r = 2^22.
+float naturalRoundNearest(float t);
+
+// Wire code of C_nat(t) for finite t (see the file comment); `rnd` supplies the
+// randomness (64 bits). Sets *clipped when the exponent exceeded 10.
+uint8_t naturalEncode(float t, uint64_t rnd, bool stochastic, bool* clipped = nullptr);
+float naturalDecode(uint8_t code);
+// The code as an exact integer in units of 2^−50: ±2^(e+50), or 0.
+int64_t naturalFixed(uint8_t code);
+
+struct NaturalCompressionOptions {
+  bool deterministic = false;   // nearest power of two instead of stochastic rounding
+  std::string deployment = "ps";  // "ps" | "allgather" (used when the context does not name one)
+
+  static NaturalCompressionOptions fromYaml(YamlReader& r);
+  void toYaml(YAML::Node& node) const;
+};
+
+class NaturalCompression : public Compressor {
+ public:
+  explicit NaturalCompression(NaturalCompressionOptions options);
+
+  std::string name() const override { return "cnat"; }
+  Capabilities capabilities() const override;
+  // Exactly 8: one byte per coordinate, no header.
+  double bitsPerCoordinate(int64_t d, int n) const override;
+  Aggregated aggregate(const at::Tensor& x, Context& ctx) override;
+  Payload encode(const at::Tensor& x, Context& ctx) override;
+  at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
+
+ private:
+  at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset, int64_t* clipped) const;
+  static at::Tensor decodeCodes(const at::Tensor& codes);
+  Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
+  Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx);
+
+  NaturalCompressionOptions options_;
+};
+
+}  // namespace gradzip::compress

@@ -1,0 +1,235 @@
+// Implements the single-worker half of compress/Thc.h: options, sizes, the
+// rotation, quantisation and dequantisation shared by both deployments, and the
+// encode/decode codec. The collective halves live in ThcAggregate.cpp.
+#include "compress/Thc.h"
+
+#include "compress/BitPack.h"
+#include "compress/SaturatingPackedSum.h"
+#include "compress/StochasticQuantize.h"
+#include "compress/ThcTable.h"
+#include "util/Error.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+namespace gradzip::compress {
+
+ThcOptions ThcOptions::fromYaml(YamlReader& r) {
+  ThcOptions o;
+  o.deployment = r.getEnum("deployment", o.deployment, {"ps", "allreduce"});
+  o.variant = r.getEnum("variant", o.variant, {"table", "uniform"});
+  o.bits = static_cast<int>(r.getInt("bits", o.bits, 1, 16));
+  o.granularity = static_cast<int>(r.getInt("granularity", o.granularity, 0, 4096));
+  o.p = r.getDouble("p", o.p, 1e-9, 0.999);
+  o.symmetricTable = r.getBool("symmetric_table", o.symmetricTable);
+  o.rotationBlockLog2 = static_cast<int>(r.getInt("rotation_block_log2", o.rotationBlockLog2, 0, 40));
+  o.aggregationBits = static_cast<int>(r.getInt("aggregation_bits", o.aggregationBits, 0, 16));
+  r.finish();
+  return o;
+}
+
+void ThcOptions::toYaml(YAML::Node& node) const {
+  node["deployment"] = deployment;
+  node["variant"] = variant;
+  node["bits"] = bits;
+  node["granularity"] = granularity;
+  node["p"] = p;
+  node["symmetric_table"] = symmetricTable;
+  node["rotation_block_log2"] = rotationBlockLog2;
+  node["aggregation_bits"] = aggregationBits;
+}
+
+Thc::Thc(ThcOptions options) : options_(std::move(options)) {
+  const auto& o = options_;
+  GZ_CHECK(o.deployment == "ps" || o.deployment == "allreduce", "thc: deployment must be ps or allreduce, got '{}'",
+           o.deployment);
+  GZ_CHECK(o.variant == "table" || o.variant == "uniform", "thc: variant must be table or uniform, got '{}'",
+           o.variant);
+  if (o.deployment == "ps") {
+    GZ_CHECK(o.bits >= 1 && o.bits <= 8, "thc: the ps deployment needs 1 <= bits <= 8 (uint8 table indices), got {}",
+             o.bits);
+    GZ_CHECK(o.variant == "uniform" || o.granularity == 0 || o.granularity >= (1 << o.bits) - 1,
+             "thc: granularity g = {} must be >= 2^bits - 1 = {} (or 0 for automatic)", o.granularity,
+             (1 << o.bits) - 1);
+  } else {
+    GZ_CHECK(o.bits >= 2 && o.bits <= 16,
+             "thc: the allreduce deployment needs 2 <= bits <= 16 (signed saturating codes), got {}", o.bits);
+    // The allreduce form always quantises uniformly (§3.2.2); `variant` is ignored.
+    GZ_CHECK(o.aggregationBits == 0 || (o.aggregationBits >= o.bits && o.aggregationBits <= 16),
+             "thc: aggregation_bits must be 0 or in [bits = {}, 16], got {}", o.bits, o.aggregationBits);
+  }
+  tp_ = thcTruncation(o.p);
+}
+
+Capabilities Thc::capabilities() const {
+  Capabilities c;
+  c.summable = true;  // homomorphic: aggregated in the compressed domain
+  c.needsSharedSeed = true;
+  c.unbiased = false;  // SQ is unbiased but clamping to [m, M] is not (error feedback fixes it)
+  c.collectives = options_.deployment == "ps" ? std::vector<std::string>{"ps"}
+                                              : std::vector<std::string>{"ring", "tree", "ps"};
+  return c;
+}
+
+int Thc::granularityFor(int n) const {
+  if (options_.deployment == "allreduce") return 2 * ((1 << (options_.bits - 1)) - 1);
+  if (options_.variant == "uniform") return (1 << options_.bits) - 1;
+  if (options_.granularity > 0) return options_.granularity;
+  return std::max((1 << options_.bits) - 1, std::min(30, 255 / std::max(n, 1)));
+}
+
+int Thc::downlinkBits(int n) const {
+  // Sums lie in ⟨n·g + 1⟩ (Alg. 2 line 13): ceil(log2(n·g + 1)) bits hold them all.
+  const int64_t top = static_cast<int64_t>(n) * granularityFor(n);
+  int w = 1;
+  while ((int64_t{1} << w) <= top) ++w;
+  return w;
+}
+
+RandomizedHadamard Thc::rotation(int64_t d) const { return RandomizedHadamard(d, options_.rotationBlockLog2); }
+
+int64_t Thc::payloadBytes(int64_t d) const {
+  const auto rht = rotation(d);
+  const int64_t norms = 4 * rht.numBlocks();
+  if (options_.deployment == "ps") return packedBytes(rht.paddedDim(), options_.bits) + norms;
+  const int64_t wordBytes = SaturatingPackedSum::wordType(fieldBits()) == at::kByte ? 1 : 4;
+  return SaturatingPackedSum::numWords(rht.paddedDim(), fieldBits()) * wordBytes + norms;
+}
+
+double Thc::bitsPerCoordinate(int64_t d, int /*n*/) const {
+  GZ_CHECK(d > 0, "thc: bitsPerCoordinate needs d > 0");
+  return 8.0 * static_cast<double>(payloadBytes(d)) / static_cast<double>(d);
+}
+
+at::Tensor Thc::blockNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
+  // The RHT is orthonormal per block, so a block's norm after rotation equals
+  // the norm of the zero-padded block before it (THC §5.2 opt. 1: the norm round
+  // runs in parallel with the transform).
+  auto padded = at::zeros({rht.paddedDim()}, at::kFloat);
+  padded.narrow(0, 0, x.numel()).copy_(x);
+  return padded.view({rht.numBlocks(), rht.blockSize()}).to(at::kDouble).norm(2, {1}).to(at::kFloat).contiguous();
+}
+
+Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& norms, const RandomizedHadamard& rht,
+                             int n, uint64_t privateSeed) const {
+  const int64_t dp = rht.paddedDim(), B = rht.blockSize();
+  Quantized q;
+  // THC Alg. 3: M = t_p · l / sqrt(d) per block (d = the block's length).
+  q.range = (norms.to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(B)))).to(at::kFloat).contiguous();
+  const float* R = rotated.data_ptr<float>();
+  const float* M = q.range.data_ptr<float>();
+  q.values = at::empty({dp}, at::kFloat);
+  float* X = q.values.data_ptr<float>();
+  auto y = at::empty({dp}, at::kFloat);
+  float* Y = y.data_ptr<float>();
+
+  if (options_.deployment == "ps") {
+    const int g = granularityFor(n);
+    const auto& table = options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
+                                                      : cachedThcTable(options_.bits, g, options_.p,
+                                                                       options_.symmetricTable).values;
+    // Alg. 2 lines 8–9 in grid units: y = (clamp(x) − m)·g/(M − m) ∈ [0, g].
+    at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float m = M[i / B];
+        if (m > 0) {
+          const float v = std::min(std::max(R[i], -m), m);
+          Y[i] = std::min(std::max((v + m) * (static_cast<float>(g) / (2 * m)), 0.0f), static_cast<float>(g));
+        } else {
+          Y[i] = 0.5f * g;  // an all-zero block: every value decodes to 0
+        }
+      }
+    });
+    q.codes = at::empty({dp}, at::kByte);
+    TableQuantizer(table).quantize(Y, dp, privateSeed, 0, q.codes.data_ptr<uint8_t>());
+    const uint8_t* Z = q.codes.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < dp; ++i) {
+      const float m = M[i / B];
+      X[i] = -m + static_cast<float>(table[Z[i]]) * (2 * m / g);  // Q = {m + T[z]·(M−m)/g}
+    }
+  } else {
+    const int L = (1 << (options_.bits - 1)) - 1;
+    // §3.2.2: signed zero-centred codes, y = clamp(x)·L/M ∈ [−L, L].
+    at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float m = M[i / B];
+        Y[i] = m > 0 ? std::min(std::max(R[i] * (static_cast<float>(L) / m), static_cast<float>(-L)),
+                                static_cast<float>(L))
+                     : 0.0f;
+      }
+    });
+    q.codes = at::empty({dp}, at::kInt);
+    int32_t* C = q.codes.data_ptr<int32_t>();
+    quantizeUniform(Y, dp, privateSeed, 0, C);
+    for (int64_t i = 0; i < dp; ++i) X[i] = static_cast<float>(C[i]) * (M[i / B] / L);
+  }
+  return q;
+}
+
+at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
+                              int n) const {
+  const int64_t dp = rht.paddedDim(), B = rht.blockSize();
+  auto out = at::empty({dp}, at::kFloat);
+  float* o = out.data_ptr<float>();
+  const int32_t* s = sums.data_ptr<int32_t>();
+  const float* M = range.data_ptr<float>();
+  if (options_.deployment == "ps") {
+    // Alg. 2 lines 16–17: m + (Y/n)·(M − m)/g.
+    const float g = static_cast<float>(granularityFor(n));
+    for (int64_t i = 0; i < dp; ++i) {
+      const float m = M[i / B];
+      o[i] = -m + (static_cast<float>(s[i]) / n) * (2 * m / g);
+    }
+  } else {
+    const float L = static_cast<float>((1 << (options_.bits - 1)) - 1);
+    for (int64_t i = 0; i < dp; ++i) o[i] = (static_cast<float>(s[i]) / n) * (M[i / B] / L);
+  }
+  return out;
+}
+
+Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
+  checkGradient(x, "thc");
+  GZ_CHECK(x.numel() > 0, "thc: empty gradient");
+  return options_.deployment == "ps" ? aggregatePs(x, ctx) : aggregateAllReduce(x, ctx);
+}
+
+Payload Thc::encode(const at::Tensor& x, Context& ctx) {
+  checkGradient(x, "thc");
+  GZ_CHECK(x.numel() > 0, "thc: empty gradient");
+  ScopedPhase timer(ctx.times, &PhaseTimes::encode);
+  auto xc = x.cpu();
+  const auto rht = rotation(x.numel());
+  auto norms = blockNorms(xc, rht);
+  auto q = quantize(rht.forward(xc, ctx.sharedSeed()), norms, rht, 1, ctx.privateSeed());
+  Payload p;
+  p.tensors.push_back(norms);
+  if (options_.deployment == "ps")
+    p.tensors.push_back(packBits(q.codes, options_.bits));
+  else
+    p.tensors.push_back(SaturatingPackedSum::pack(q.codes, fieldBits()));
+  return p;
+}
+
+at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
+  ScopedPhase timer(ctx.times, &PhaseTimes::decode);
+  const auto rht = rotation(d);
+  GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == rht.numBlocks(), "thc: malformed payload for d = {}", d);
+  auto range = (p.tensors[0].to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(rht.blockSize()))))
+                   .to(at::kFloat)
+                   .contiguous();
+  at::Tensor sums;
+  if (options_.deployment == "ps") {
+    const int g = granularityFor(1);
+    const auto& table = options_.variant == "uniform"
+                            ? uniformThcTable(options_.bits, options_.p).values
+                            : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values;
+    auto z = unpackBits(p.tensors[1], options_.bits, rht.paddedDim(), at::kLong);
+    sums = at::tensor(std::vector<int32_t>(table.begin(), table.end()), at::kInt).index({z}).contiguous();
+  } else {
+    sums = SaturatingPackedSum::unpack(p.tensors[1], fieldBits(), rht.paddedDim());
+  }
+  return rht.inverse(dequantizeSum(sums, range, rht, 1), ctx.sharedSeed());
+}
+
+}  // namespace gradzip::compress

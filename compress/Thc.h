@@ -1,0 +1,99 @@
+// THC, Tensor Homomorphic Compression (THC paper Alg. 1–3), in two deployments.
+//
+// Common pipeline (Alg. 3): one all-reduce MAX of the workers' (block) norms l;
+// R_i = RHT(x_i) with the shared ±1 diagonal (compress/Hadamard.h, zero padding
+// to a power of two, orthonormal); range M = t_p·l/sqrt(B), m = −M (§5.2,
+// t_p = Φ⁻¹(1−p/2)); clamp R_i to [m, M]; stochastic quantisation with the
+// worker's private noise; the mean is RHT⁻¹ of the decoded aggregate. The
+// worker's own quantised vector X_i decodes to localApplied = RHT⁻¹(X_i), so the
+// ErrorFeedback decorator keeps e_i = x_i − RHT⁻¹(X_i) (clamping bias + SQ noise).
+//
+// deployment "ps" (the paper's): table-based (Alg. 2, optimal table from
+// compress/ThcTable.h) or uniform (Alg. 1 = the identity table with
+// g = 2^b − 1). Workers send b-bit table indices, packed, to the shard owners
+// of a co-located sharded parameter server (compress/ShardedExchange.h); an
+// owner looks them up, adds the integers (range ⟨n·g+1⟩) and returns the sums
+// packed in w = ceil(log2(n·g+1)) bits, so nothing can overflow.
+//
+// deployment "allreduce" (end-to-end-utility paper §3.2.2): partial rotation
+// (blocks of 2^rotation_block_log2, each with its own range), uniform SQ to
+// signed zero-centred codes in [−L, L], L = 2^(q−1)−1 (q = bits), aggregated by
+// the saturating add in b-bit fields (b = aggregation_bits, default q) at every hop of a ring/tree/ps collective on packed
+// words (compress/SaturatingPackedSum.h); Aggregated::saturated counts the clip
+// events summed over all ranks' combines (= the number of saturated
+// coordinates when each coordinate clips at most once, e.g. n = 2).
+#pragma once
+
+#include "compress/Compressor.h"
+#include "compress/Hadamard.h"
+#include "util/Yaml.h"
+
+#include <memory>
+#include <string>
+
+namespace gradzip::compress {
+
+struct ThcOptions {
+  std::string deployment = "ps";  // "ps" | "allreduce"
+  std::string variant = "table";  // "table" | "uniform" (ps deployment)
+  int bits = 4;                   // b: bits per coordinate sent
+  // g for the table variant; 0 = from n: g = max(2^b−1, min(30, floor(255/n)))
+  // keeps the downlink at 8 bits while it can (the paper scales g down with n).
+  int granularity = 30;
+  double p = 1.0 / 32;         // support bound: expected fraction clamped
+  bool symmetricTable = true;  // the paper's reflected tables (false: unconstrained optimum)
+  int rotationBlockLog2 = 0;   // 0 = full RHT; else partial rotation in 2^l' blocks
+  // allreduce: width of the saturating fields on the wire (the paper's b, with
+  // `bits` its q); 0 = bits (b = q, §3.2.3). b > q trades traffic for headroom
+  // (the paper's baseline b = 8, q = 4 never saturates below 19 workers).
+  int aggregationBits = 0;
+
+  static ThcOptions fromYaml(YamlReader& r);
+  void toYaml(YAML::Node& node) const;
+};
+
+class Thc : public Compressor {
+ public:
+  explicit Thc(ThcOptions options);
+
+  std::string name() const override { return "thc"; }
+  Capabilities capabilities() const override;
+  // Uplink (what a rank contributes): packed codes of the padded vector plus one
+  // float32 norm per rotation block. n only matters through g, never the size.
+  double bitsPerCoordinate(int64_t d, int n) const override;
+  Aggregated aggregate(const at::Tensor& x, Context& ctx) override;
+  Payload encode(const at::Tensor& x, Context& ctx) override;
+  at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
+
+  const ThcOptions& options() const { return options_; }
+  // g used with n workers, and the downlink width ceil(log2(n·g+1)) (ps).
+  int granularityFor(int n) const;
+  int downlinkBits(int n) const;
+  // Payload bytes for d coordinates (codes + norms).
+  int64_t payloadBytes(int64_t d) const;
+  // allreduce: field width on the wire (aggregationBits, or bits).
+  int fieldBits() const { return options_.aggregationBits > 0 ? options_.aggregationBits : options_.bits; }
+
+ private:
+  // One worker's quantised rotated vector for given (global) block norms.
+  struct Quantized {
+    at::Tensor codes;   // ps: uint8 table indices; allreduce: int32 signed codes
+    at::Tensor values;  // X_i: the quantised rotated vector, float32 [paddedDim]
+    at::Tensor range;   // M per block, float32 [numBlocks]
+  };
+  RandomizedHadamard rotation(int64_t d) const;
+  static at::Tensor blockNorms(const at::Tensor& x, const RandomizedHadamard& rht);
+  Quantized quantize(const at::Tensor& rotated, const at::Tensor& norms, const RandomizedHadamard& rht,
+                     int n, uint64_t privateSeed) const;
+  // Rotated-domain mean from the aggregate of n workers: ps sums Y (int32
+  // table-value sums), allreduce sums S (int32 saturated codes).
+  at::Tensor dequantizeSum(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
+                           int n) const;
+  Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
+  Aggregated aggregateAllReduce(const at::Tensor& x, Context& ctx);
+
+  ThcOptions options_;
+  double tp_;
+};
+
+}  // namespace gradzip::compress

@@ -1,0 +1,125 @@
+// Implements the collective halves of compress/Thc.h: the parameter-server
+// deployment (THC Alg. 2–3 over compress/ShardedExchange.h: b-bit packed
+// uplink, integer lookup-and-add at the shard owner, w-bit packed downlink) and
+// the all-reduce deployment (end-to-end-utility §3.2.2: saturating b-bit sums
+// on packed words through a comm::Collective).
+#include "compress/BitPack.h"
+#include "compress/SaturatingPackedSum.h"
+#include "compress/ShardedExchange.h"
+#include "compress/Thc.h"
+#include "compress/ThcTable.h"
+#include "util/Error.h"
+
+namespace gradzip::compress {
+namespace {
+
+constexpr int kThcTag = 0x5443;  // psExchange uses this tag and the next
+
+// Round 1 of Alg. 3: l = max over workers of the (block) norms; all-reduce MAX.
+at::Tensor maxNorms(at::Tensor norms, Context& ctx) {
+  if (ctx.comm.size() > 1) {
+    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+    ctx.comm.allReduce(norms, comm::ReduceOp::Max).wait();
+    if (ctx.times) ctx.times->bytesSent += norms.numel() * 4;
+  }
+  return norms;
+}
+
+}  // namespace
+
+Aggregated Thc::aggregatePs(const at::Tensor& x, Context& ctx) {
+  const int n = ctx.comm.size(), me = ctx.comm.rank();
+  const int b = options_.bits;
+  const int g = granularityFor(n);
+  const int w = downlinkBits(n);
+  const auto& table = options_.variant == "uniform" ? uniformThcTable(b, options_.p).values
+                                                    : cachedThcTable(b, g, options_.p, options_.symmetricTable).values;
+  auto xc = x.cpu();
+  const auto rht = rotation(x.numel());
+  auto norms = maxNorms(blockNorms(xc, rht), ctx);
+
+  Quantized q;
+  std::vector<at::Tensor> uplink(n);
+  const auto off = shardOffsets(rht.paddedDim() / 8, n);  // shards of whole 8-code groups: packing is exact
+  std::vector<int64_t> downBytes(n);
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    q = quantize(rht.forward(xc, ctx.sharedSeed()), norms, rht, n, ctx.privateSeed());
+    for (int j = 0; j < n; ++j) {
+      const int64_t len = (off[j + 1] - off[j]) * 8;
+      uplink[j] = packBits(q.codes.narrow(0, off[j] * 8, len), b);  // Alg. 2 line 11: send Z_i (b bits)
+      downBytes[j] = packedBytes(len, w);
+    }
+  }
+
+  std::vector<at::Tensor> down;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+    const int64_t myLen = (off[me + 1] - off[me]) * 8;
+    // Alg. 2 line 13 at the owner: Y = Σ_i T[Z_i], integers in ⟨n·g+1⟩, sent in w bits.
+    auto owner = [&](const std::vector<at::Tensor>& recv) {
+      std::vector<int32_t> sum(myLen, 0);
+      for (const auto& bytes : recv) {
+        auto z = unpackBits(bytes, b, myLen, at::kByte);
+        const uint8_t* zp = z.data_ptr<uint8_t>();
+        for (int64_t k = 0; k < myLen; ++k) sum[k] += table[zp[k]];
+      }
+      return packBits(at::from_blob(sum.data(), {myLen}, at::kInt), w);
+    };
+    down = psExchange(ctx.comm, uplink, owner, downBytes, kThcTag, ctx.times);
+  }
+
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  std::vector<at::Tensor> parts;
+  for (int j = 0; j < n; ++j) parts.push_back(unpackBits(down[j], w, (off[j + 1] - off[j]) * 8, at::kInt));
+  auto sums = at::cat(parts).contiguous();
+  Aggregated r;
+  r.mean = rht.inverse(dequantizeSum(sums, q.range, rht, n), ctx.sharedSeed()).to(x.device());
+  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(x.device());  // RHT⁻¹(X_i)
+  return r;
+}
+
+Aggregated Thc::aggregateAllReduce(const at::Tensor& x, Context& ctx) {
+  const int n = ctx.comm.size();
+  const int b = fieldBits();
+  auto xc = x.cpu();
+  const auto rht = rotation(x.numel());
+  auto norms = maxNorms(blockNorms(xc, rht), ctx);
+
+  Quantized q;
+  at::Tensor words;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    q = quantize(rht.forward(xc, ctx.sharedSeed()), norms, rht, n, ctx.privateSeed());
+    words = SaturatingPackedSum::pack(q.codes, b);
+  }
+
+  at::Tensor summed = words;
+  int64_t saturated = 0;
+  if (n > 1) {
+    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+    std::unique_ptr<comm::Collective> owned;
+    comm::Collective* coll = ctx.collective;
+    if (!coll) {
+      owned = comm::makeCollective("ring", ctx.comm);  // the engine cannot saturate (Gloo only sums)
+      coll = owned.get();
+    }
+    SaturatingPackedSum sat(b);
+    summed = coll->allReduce(words, sat);
+    if (ctx.times) ctx.times->bytesSent += words.numel() * words.element_size();
+    // Each rank counted the clips of the combines it performed; add them up.
+    auto count = at::tensor({sat.clipped()}, at::kLong);
+    ctx.comm.allReduce(count, comm::ReduceOp::Sum).wait();
+    saturated = count.item<int64_t>();
+  }
+
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  auto sums = SaturatingPackedSum::unpack(summed, b, rht.paddedDim());
+  Aggregated r;
+  r.mean = rht.inverse(dequantizeSum(sums, q.range, rht, n), ctx.sharedSeed()).to(x.device());
+  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(x.device());
+  r.saturated = saturated;
+  return r;
+}
+
+}  // namespace gradzip::compress

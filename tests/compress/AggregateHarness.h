@@ -1,0 +1,81 @@
+// Shared helpers for the compressor tests of compress helper 1 (fp32/fp16/bf16,
+// TopK family, PowerSGD, ErrorFeedback): deterministic per-rank inputs that
+// every rank can recompute for all ranks (so homomorphism checks need no extra
+// communication), bit-identity checks across ranks, and vNMSE.
+#pragma once
+
+#include "comm/Collective.h"
+#include "comm/Communicator.h"
+#include "compress/Compressor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+namespace gradzip::testing {
+
+// Rank r's gradient for (seed, step): N(0, 1) coordinates from a generator
+// seeded by (seed, rank, step), so any rank can reproduce any other's input.
+inline at::Tensor gaussianInput(int64_t d, int rank, uint64_t seed, int64_t step = 0) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003ULL + 7919ULL * rank + 104729ULL * step);
+  return at::randn({d}, gen, at::kFloat);
+}
+
+// Small integers times 2^-4 (|v| <= 64): sums of up to 2^10 of them are exact
+// in float in any order, so different summation orders agree bit for bit.
+inline at::Tensor dyadicInput(int64_t d, int rank, uint64_t seed, int64_t step = 0) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003ULL + 7919ULL * rank + 104729ULL * step);
+  return at::randint(-1024, 1025, {d}, gen, at::kFloat).div_(16);
+}
+
+// A spatially correlated vector: a random walk whose step sizes are large in a
+// few blocks (a "blocky" gradient, as layers with large gradients are).
+inline at::Tensor blockyInput(int64_t d, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor scale = at::exp(at::randn({(d + 255) / 256}, gen, at::kFloat).mul_(2.0))
+                         .repeat_interleave(256)
+                         .narrow(0, 0, d);
+  return at::randn({d}, gen, at::kFloat).cumsum(0).mul_(scale).div_(std::sqrt(static_cast<double>(d)));
+}
+
+inline double vnmse(const at::Tensor& truth, const at::Tensor& estimate) {
+  return (truth - estimate).square().sum().item<double>() / truth.square().sum().item<double>();
+}
+
+// Every rank's `t` must equal rank 0's bit for bit (compared as raw bytes).
+inline void expectIdenticalAcrossRanks(comm::Communicator& c, const at::Tensor& t) {
+  at::Tensor mine = t.contiguous().view({-1});
+  std::vector<at::Tensor> all(c.size());
+  for (auto& a : all) a = at::empty_like(mine);
+  c.allGather(all, mine).wait();
+  for (int r = 1; r < c.size(); ++r)
+    EXPECT_EQ(std::memcmp(all[0].data_ptr(), all[r].data_ptr(), mine.numel() * mine.element_size()), 0)
+        << "rank " << r << " differs from rank 0";
+}
+
+inline bool bitEqual(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.numel() * a.element_size()) == 0;
+}
+
+// A Context on `c` with every field spelled out (engine all-reduce, seed 0).
+inline compress::Context contextFor(comm::Communicator& c) {
+  return compress::Context{c, nullptr, "engine", {}, 0, 0, 0, nullptr};
+}
+
+// A Context for `c` with the named collective ("engine" = ctx.collective null).
+struct CtxHolder {
+  std::unique_ptr<comm::Collective> collective;
+  compress::Context ctx;
+  CtxHolder(comm::Communicator& c, const std::string& coll, uint64_t seed = 42)
+      : collective(coll == "engine" ? nullptr : comm::makeCollective(coll, c)), ctx(contextFor(c)) {
+    ctx.collective = collective.get();
+    ctx.collectiveName = coll;
+    ctx.seed = seed;
+  }
+};
+
+}  // namespace gradzip::testing

@@ -1,0 +1,171 @@
+// Tests compress/Qsgd and compress/NaturalDithering (both on compress/Dithering):
+// unbiasedness (Monte Carlo, 5 sigma of the exact per-coordinate variance),
+// natural dithering's second moment against its exact value and Theorem 4's
+// bound, exact wire size, and the all-gather aggregation on 3 ranks.
+#include "compress/NaturalDithering.h"
+#include "compress/Qsgd.h"
+
+#include "comm/LocalCommunicator.h"
+#include "tests/testing/ThreadGroup.h"
+#include "util/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace gradzip::compress {
+namespace {
+
+// Exact E[ξ] = y, and per coordinate Var and E[out²] of general dithering
+// (Definition 3) for the levels of `q`.
+struct Moments {
+  at::Tensor var, second;
+};
+Moments exactMoments(const Dithering& q, const at::Tensor& x) {
+  const double norm = q.normOf(x);
+  const auto& lv = q.levels();
+  auto var = at::empty({x.numel()}, at::kDouble), sec = at::empty({x.numel()}, at::kDouble);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double y = std::fabs(x[i].item<float>()) / norm;
+    int j = int(std::upper_bound(lv.begin(), lv.end(), float(y)) - lv.begin()) - 1;
+    j = std::clamp(j, 0, int(lv.size()) - 2);
+    const double lo = lv[j], hi = lv[j + 1], pUp = (y - lo) / (hi - lo);
+    var[i] = norm * norm * (y - lo) * (hi - y);
+    sec[i] = norm * norm * (pUp * hi * hi + (1 - pUp) * lo * lo);
+  }
+  return {var, sec};
+}
+
+void checkUnbiased(Dithering& q) {
+  comm::LocalCommunicator local;
+  auto x = at::randn({64}, at::make_generator<at::CPUGeneratorImpl>(3));
+  const int reps = 3000;
+  auto sum = at::zeros({64}, at::kDouble);
+  Context ctx{local};
+  for (int r = 0; r < reps; ++r) {
+    ctx.step = r;  // a fresh noise stream per repetition
+    sum += q.decode(q.encode(x, ctx), 64, ctx).to(at::kDouble);
+  }
+  // Coordinate i's mean over `reps` draws has std sqrt(var_i / reps); 5 sigma.
+  auto m = exactMoments(q, x);
+  auto dev = (sum / reps - x.to(at::kDouble)).abs();
+  auto tol = 5 * (m.var / reps).sqrt() + 1e-6;
+  EXPECT_TRUE((dev <= tol).all().item<bool>()) << q.name() << " max dev/tol " << (dev / tol).max().item<double>();
+}
+
+TEST(Dithering, QsgdIsUnbiased) {
+  Qsgd q(QsgdOptions{});
+  checkUnbiased(q);
+  QsgdOptions inf;
+  inf.norm = "inf";
+  inf.levels = 3;
+  Qsgd qi(inf);
+  checkUnbiased(qi);
+}
+
+TEST(Dithering, NaturalDitheringIsUnbiasedAndWithinTheorem4) {
+  NaturalDithering q(NaturalDitheringOptions{});
+  checkUnbiased(q);
+  for (int s : {2, 4, 8}) {
+    NaturalDitheringOptions o;
+    o.levels = s;
+    NaturalDithering nd(o);
+    const int64_t d = 1000;
+    auto x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(s));
+    auto m = exactMoments(nd, x);
+    const double xx = x.to(at::kDouble).pow(2).sum().item<double>();
+    const double omega = NaturalDithering::theorem4Omega(d, s, 2.0);
+    // Theorem 4: E||D(x)||² <= (ω + 1)||x||² (exact expectation of our probabilities).
+    EXPECT_LE(m.second.sum().item<double>(), (omega + 1) * xx) << "s " << s;
+    // Monte Carlo of the implementation against the exact second moment: the
+    // sum of d independent terms has variance Σ Var(out_i²), out_i² taking
+    // norm²·hi² or norm²·lo²; 5 sigma.
+    comm::LocalCommunicator local;
+    Context ctx{local};
+    const int reps = 200;
+    double acc = 0, varSum = 0;
+    for (int r = 0; r < reps; ++r) {
+      ctx.step = r;
+      acc += nd.decode(nd.encode(x, ctx), d, ctx).to(at::kDouble).pow(2).sum().item<double>();
+    }
+    const double norm = nd.normOf(x);
+    const auto& lv = nd.levels();
+    for (int64_t i = 0; i < d; ++i) {
+      const double y = std::fabs(x[i].item<float>()) / norm;
+      int j = std::clamp(int(std::upper_bound(lv.begin(), lv.end(), float(y)) - lv.begin()) - 1, 0, int(lv.size()) - 2);
+      const double lo = lv[j] * lv[j], hi = lv[j + 1] * lv[j + 1], p = (y - lv[j]) / (lv[j + 1] - lv[j]);
+      varSum += std::pow(norm, 4) * p * (1 - p) * (hi - lo) * (hi - lo);
+    }
+    EXPECT_NEAR(acc / reps, m.second.sum().item<double>(), 5 * std::sqrt(varSum / reps) + 1e-9) << "s " << s;
+  }
+}
+
+TEST(Dithering, WireSizeIsExact) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  Qsgd q(QsgdOptions{});  // s = 7: sign + 3-bit index
+  EXPECT_EQ(q.codeBits(), 4);
+  EXPECT_DOUBLE_EQ(q.bitsPerCoordinate(1024, 2), 4.0 + 32.0 / 1024);  // + float32 norm header
+  NaturalDithering nd(NaturalDitheringOptions{});  // s = 8: 9 levels -> sign + 4 bits
+  EXPECT_EQ(nd.codeBits(), 5);
+  for (int64_t d : {1, 3, 1000, 4097}) {
+    for (Dithering* c : std::initializer_list<Dithering*>{&q, &nd}) {
+      auto p = c->encode(at::randn({d}), ctx);
+      EXPECT_DOUBLE_EQ(p.bytes() * 8.0 / d, c->bitsPerCoordinate(d, 1)) << c->name() << " d " << d;
+    }
+  }
+}
+
+TEST(Dithering, ZeroVectorAndBadInput) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  Qsgd q(QsgdOptions{});
+  auto z = at::zeros({10});
+  EXPECT_TRUE(at::equal(q.decode(q.encode(z, ctx), 10, ctx), z));
+  EXPECT_THROW(q.aggregate(at::tensor({1.0f, NAN}), ctx), UserError);
+  EXPECT_THROW(q.aggregate(at::ones({3}, at::kDouble), ctx), UserError);
+  QsgdOptions bad;
+  bad.norm = "0.5";
+  EXPECT_THROW(Qsgd{bad}, UserError);
+  ctx.collectiveName = "ring";
+  EXPECT_THROW(q.aggregate(at::ones({3}), ctx), UserError);
+}
+
+TEST(Dithering, AllGatherOnThreeRanks) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    Qsgd q(QsgdOptions{});
+    NaturalDithering nd(NaturalDitheringOptions{});
+    for (Dithering* comp : std::initializer_list<Dithering*>{&q, &nd}) {
+      Context ctx{c};
+      ctx.collectiveName = "allgather";
+      auto x = at::randn({5000}, at::make_generator<at::CPUGeneratorImpl>(10 + c.rank()));
+      auto r = comp->aggregate(x, ctx);
+      std::vector<at::Tensor> means(c.size()), xs(c.size()), locals(c.size());
+      for (int i = 0; i < c.size(); ++i) {
+        means[i] = at::empty_like(r.mean);
+        xs[i] = at::empty_like(x);
+        locals[i] = at::empty_like(x);
+      }
+      c.allGather(means, r.mean).wait();
+      c.allGather(xs, x).wait();
+      c.allGather(locals, r.localApplied).wait();
+      for (int i = 1; i < c.size(); ++i) EXPECT_TRUE(at::equal(means[i], means[0]));
+      // The mean is the average of every rank's decoded message.
+      auto avg = at::stack(locals).to(at::kDouble).mean(0).to(at::kFloat);
+      EXPECT_TRUE(at::equal(avg, r.mean));
+      // Squared error against the exact mean: Σ_i Var_i / n², with Var_i the
+      // exact per-rank variance; 10000+ independent terms concentrate, 1.5x.
+      double var = 0;
+      for (int i = 0; i < c.size(); ++i) var += exactMoments(*comp, xs[i]).var.sum().item<double>();
+      var /= c.size() * c.size();
+      auto exact = at::stack(xs).mean(0);
+      const double err = (r.mean - exact).to(at::kDouble).pow(2).sum().item<double>();
+      EXPECT_LE(err, 1.5 * var) << comp->name();
+      EXPECT_GE(err, 0.5 * var) << comp->name();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace gradzip::compress

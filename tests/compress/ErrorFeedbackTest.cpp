@@ -1,0 +1,109 @@
+// Tests compress/ErrorFeedback.{h,cpp} and the Factory's wrapping: the error
+// feedback invariant Σ_t localApplied_t + e_T = Σ_t g_t (nothing is lost, only
+// delayed) for every lossy scheme of this module on several ranks, the residual
+// round-tripping through save/load, the single-worker codec's bookkeeping, and
+// which names the Factory wraps by default.
+#include "compress/ErrorFeedback.h"
+#include "compress/Factory.h"
+#include "compress/TopK.h"
+#include "comm/LocalCommunicator.h"
+#include "tests/compress/AggregateHarness.h"
+#include "tests/testing/ThreadGroup.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace gradzip::compress {
+namespace {
+
+using testing::CtxHolder;
+
+TEST(ErrorFeedback, FactoryWrapsWhereThePaperDoes) {
+  for (const char* name : {"topk", "topkc", "artopk", "powersgd"}) {
+    EXPECT_NE(dynamic_cast<ErrorFeedback*>(makeCompressor(name).get()), nullptr) << name;
+    EXPECT_EQ(dynamic_cast<ErrorFeedback*>(makeCompressor(name, "{error_feedback: false}").get()), nullptr) << name;
+    EXPECT_EQ(makeCompressor(name)->name(), name);
+  }
+  for (const char* name : {"fp32", "fp16", "bf16"}) {
+    EXPECT_EQ(dynamic_cast<ErrorFeedback*>(makeCompressor(name).get()), nullptr) << name;
+    EXPECT_NE(dynamic_cast<ErrorFeedback*>(makeCompressor(name, "{error_feedback: true}").get()), nullptr) << name;
+  }
+  EXPECT_THROW(makeCompressor("topkk"), ConfigError);
+  EXPECT_THROW(makeCompressor("topk", "{ratoi: 0.1}"), ConfigError);  // typo in a key
+  EXPECT_THROW(makeCompressor("topkc", "{value_dtype: fp8}"), ConfigError);
+}
+
+// e_t = x_t - a_t with x_t = g_t + e_{t-1} telescopes to Σ a_t + e_T = Σ g_t.
+// The sums are kept in double; each step adds two float roundings (g + e and
+// x - a), each <= 2^-24 |x| with |x| below ~10 here (unit Gaussians plus at most
+// 20 steps of residual), so after T = 20 steps the drift is at most
+// 2 * 20 * 2^-24 * 10 ≈ 2.4e-5; we allow 1e-4.
+TEST(ErrorFeedback, ConservesTheSumOfGradientsOnEveryRank) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    for (const char* spec : {"topk|{ratio: 0.02}", "topkc|{chunk: 32, bits: 1}", "artopk|{cr: 0.02, mode: var}",
+                             "powersgd|{rank: 2}", "fp16|{error_feedback: true}"}) {
+      const std::string s(spec);
+      const std::string name = s.substr(0, s.find('|')), opts = s.substr(s.find('|') + 1);
+      auto comp = makeCompressor(name, opts);
+      auto* ef = dynamic_cast<ErrorFeedback*>(comp.get());
+      ASSERT_NE(ef, nullptr) << name;
+      CtxHolder h(c, name == "artopk" ? "ring" : "engine");
+      const int64_t d = 2048;
+      at::Tensor sumG = at::zeros({d}, at::kDouble), sumA = at::zeros({d}, at::kDouble);
+      double sumMeanErr = 0;
+      for (int64_t t = 0; t < 20; ++t) {
+        h.ctx.step = t;
+        at::Tensor g = testing::gaussianInput(d, c.rank(), 60, t);
+        auto agg = comp->aggregate(g, h.ctx);
+        sumG += g.to(at::kDouble);
+        sumA += agg.localApplied.to(at::kDouble);
+        sumMeanErr += agg.mean.isfinite().all().item<bool>() ? 0 : 1;
+      }
+      at::Tensor total = sumA + ef->residual().to(at::kDouble);
+      EXPECT_LT((total - sumG).abs().max().item<double>(), 1e-4) << name;
+      EXPECT_EQ(sumMeanErr, 0) << name;
+      EXPECT_NEAR(ef->residualNorm(), ef->residual().norm().item<double>(), 1e-9);
+      if (name != "fp16") EXPECT_GT(ef->residualNorm(), 0.1) << name;  // lossy schemes keep something
+    }
+  });
+}
+
+TEST(ErrorFeedback, ResidualRoundTripsThroughSaveAndLoad) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  auto a = makeCompressor("topkc", "{chunk: 16, bits: 2}");
+  for (int64_t t = 0; t < 3; ++t) a->aggregate(testing::gaussianInput(1000, 0, 70, t), ctx);
+  torch::serialize::OutputArchive out;
+  a->save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  auto b = makeCompressor("topkc", "{chunk: 16, bits: 2}");
+  b->load(in);
+  EXPECT_TRUE(testing::bitEqual(dynamic_cast<ErrorFeedback&>(*a).residual(),
+                                dynamic_cast<ErrorFeedback&>(*b).residual()));
+  at::Tensor g = testing::gaussianInput(1000, 0, 70, 3);
+  EXPECT_TRUE(testing::bitEqual(a->aggregate(g, ctx).mean, b->aggregate(g, ctx).mean));
+}
+
+// encode/decode with error feedback: the residual is x - decode(encode(x)),
+// matching aggregate() with one worker.
+TEST(ErrorFeedback, SingleWorkerCodecKeepsTheSameResidualAsAggregate) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  ErrorFeedback viaCodec(std::make_unique<TopK>(TopKOptions{0.05}));
+  ErrorFeedback viaAggregate(std::make_unique<TopK>(TopKOptions{0.05}));
+  for (int64_t t = 0; t < 4; ++t) {
+    at::Tensor g = testing::gaussianInput(500, 0, 80, t);
+    at::Tensor decoded = viaCodec.decode(viaCodec.encode(g, ctx), 500, ctx);
+    at::Tensor mean = viaAggregate.aggregate(g, ctx).mean;
+    EXPECT_TRUE(testing::bitEqual(decoded, mean));
+    EXPECT_TRUE(testing::bitEqual(viaCodec.residual(), viaAggregate.residual()));
+  }
+  EXPECT_THROW(viaCodec.encode(at::zeros({499}), ctx), UserError);  // a bucket never changes size
+}
+
+}  // namespace
+}  // namespace gradzip::compress

@@ -1,0 +1,69 @@
+// Tests compress/Hadamard: the fast transform against the Sylvester matrix,
+// norm preservation, exact inversion with zero padding, shared-seed
+// determinism, and partial rotation equalling per-block rotation.
+#include "compress/Hadamard.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace gradzip::compress {
+namespace {
+
+TEST(Hadamard, FwhtMatchesSylvesterMatrix) {
+  const int64_t n = 16;
+  // Sylvester: H[i][j] = (−1)^popcount(i & j).
+  auto x = at::randn({n}, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
+  auto y = x.clone();
+  fwhtInPlace(y.data_ptr<float>(), n, n);
+  for (int64_t i = 0; i < n; ++i) {
+    double ref = 0;
+    for (int64_t j = 0; j < n; ++j)
+      ref += (__builtin_popcountll(i & j) % 2 ? -1.0 : 1.0) * x[j].item<float>();
+    EXPECT_NEAR(y[i].item<float>(), ref, 1e-4);
+  }
+}
+
+TEST(Hadamard, PreservesNormAndInvertsWithPadding) {
+  at::manual_seed(1);
+  for (int64_t d : {1, 5, 1000, 70000}) {
+    RandomizedHadamard rht(d);
+    EXPECT_GE(rht.paddedDim(), d);
+    EXPECT_EQ(rht.paddedDim() & (rht.paddedDim() - 1), 0);
+    auto x = at::randn({d});
+    auto r = rht.forward(x, 42);
+    ASSERT_EQ(r.numel(), rht.paddedDim());
+    // Orthonormal: ||Rx|| = ||x|| up to float accumulation (relative 1e-5).
+    EXPECT_NEAR(r.norm().item<double>() / x.norm().item<double>(), 1.0, 1e-5);
+    auto back = rht.inverse(r, 42);
+    // Each output is a ±1/sqrt(B) combination of log2(B) rounding steps: 1e-5 relative.
+    EXPECT_LE((back - x).abs().max().item<float>(), 1e-5 * x.abs().max().item<float>() * std::log2(rht.paddedDim() + 1) + 1e-7);
+    // Same seed, same rotation; another seed, another rotation.
+    EXPECT_TRUE(at::equal(rht.forward(x, 42), r));
+    if (d > 4) EXPECT_FALSE(at::allclose(rht.forward(x, 43), r));
+  }
+}
+
+TEST(Hadamard, PartialRotationRotatesBlocksSeparately) {
+  at::manual_seed(2);
+  const int64_t d = 3000;
+  RandomizedHadamard partial(d, 8);  // blocks of 256
+  EXPECT_EQ(partial.blockSize(), 256);
+  EXPECT_EQ(partial.paddedDim(), 3072);
+  auto x = at::randn({d});
+  auto r = partial.forward(x, 7);
+  // Block norms are preserved individually (each block orthonormal).
+  auto xp = at::zeros({3072});
+  xp.narrow(0, 0, d).copy_(x);
+  for (int64_t b = 0; b < 12; ++b)
+    EXPECT_NEAR(r.narrow(0, b * 256, 256).norm().item<double>(), xp.narrow(0, b * 256, 256).norm().item<double>(),
+                1e-4);
+  EXPECT_LE((partial.inverse(r, 7) - x).abs().max().item<float>(), 1e-5);
+  // Large-stride path of the tiled transform (block > tile).
+  RandomizedHadamard big(1 << 15);
+  auto z = at::randn({1 << 15});
+  EXPECT_LE((big.inverse(big.forward(z, 9), 9) - z).abs().max().item<float>(), 2e-5);
+}
+
+}  // namespace
+}  // namespace gradzip::compress

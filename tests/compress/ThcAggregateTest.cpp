@@ -1,0 +1,170 @@
+// Multi-rank tests of compress/Thc (2–4 ranks over real Gloo, ThreadGroup.h):
+// the homomorphism (compressed-domain aggregate = decompress-then-average of
+// every rank's own quantised vector), bit-identical results on every rank, the
+// error against the exact mean, and saturation in the all-reduce form (never
+// wraps; the count of saturated coordinates is exact).
+#include "compress/Thc.h"
+
+#include "comm/Collective.h"
+#include "compress/Hadamard.h"
+#include "compress/SaturatingPackedSum.h"
+#include "compress/ThcTable.h"
+#include "tests/testing/ThreadGroup.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace gradzip::compress {
+namespace {
+
+// Every rank's tensor, stacked in rank order.
+at::Tensor gather(comm::Communicator& c, const at::Tensor& t) {
+  std::vector<at::Tensor> out(c.size());
+  for (auto& o : out) o = at::empty_like(t);
+  c.allGather(out, t.contiguous()).wait();
+  return at::stack(out);
+}
+
+at::Tensor rankInput(int rank, int64_t d, uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed + rank);
+  return at::randn({d}, g);
+}
+
+void checkHomomorphicAndIdentical(comm::Communicator& c, Thc& thc, const std::string& collective, int64_t d) {
+  std::unique_ptr<comm::Collective> coll;
+  Context ctx{c};
+  if (collective != "none") {
+    coll = comm::makeCollective(collective, c);
+    ctx.collective = coll.get();
+    ctx.collectiveName = collective;
+  }
+  ctx.seed = 11;
+  ctx.step = 2;
+  auto x = rankInput(c.rank(), d, 100);
+  auto r = thc.aggregate(x, ctx);
+  EXPECT_EQ(r.saturated, 0);
+  auto means = gather(c, r.mean);
+  for (int i = 1; i < c.size(); ++i) EXPECT_TRUE(at::equal(means[i], means[0])) << "rank " << i << " differs";
+  // Homomorphism: (1/n) Σ D(C(x_i)) = D((1/n) Σ C(x_i)), up to float rounding
+  // of the two rotation orders (relative 1e-5 of the coordinate scale).
+  auto local = gather(c, r.localApplied).mean(0);
+  const double scale = local.abs().max().item<double>();
+  EXPECT_LE((r.mean - local).abs().max().item<double>(), 1e-5 * scale);
+  // Against the exact mean: each worker's SQ + clamp error has NMSE ~0.02 of
+  // its own ||x_i||² (ThcTest) and the n errors are independent, so the
+  // estimate's squared error is about 0.02·Σ||x_i||²/n²; allow 2x.
+  auto xs = gather(c, x);
+  auto exact = xs.mean(0);
+  const double err = (r.mean - exact).pow(2).sum().item<double>();
+  const double bound = 2 * 0.021 * xs.pow(2).sum().item<double>() / (c.size() * c.size());
+  EXPECT_LE(err, bound);
+}
+
+TEST(ThcAggregate, ParameterServerIsHomomorphic) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    Thc thc(ThcOptions{});
+    checkHomomorphicAndIdentical(c, thc, "none", 5000);  // padded to 8192, shards of 8-code groups
+  });
+}
+
+TEST(ThcAggregate, ParameterServerUniformAndAutoGranularity) {
+  testing::runRanks(4, [](comm::Communicator& c) {
+    ThcOptions o;
+    o.granularity = 0;
+    Thc thc(o);
+    checkHomomorphicAndIdentical(c, thc, "none", 777);
+    o.variant = "uniform";
+    Thc uni(o);
+    checkHomomorphicAndIdentical(c, uni, "none", 777);
+  });
+}
+
+TEST(ThcAggregate, AllReduceWithHeadroomIsHomomorphic) {
+  // q = 4, b = 8: |Σ codes| <= 3·7 = 21 < 127, so saturation is impossible and
+  // the aggregate is exact in the compressed domain, on every collective.
+  testing::runRanks(3, [](comm::Communicator& c) {
+    ThcOptions o;
+    o.deployment = "allreduce";
+    o.bits = 4;
+    o.aggregationBits = 8;
+    o.rotationBlockLog2 = 10;
+    Thc thc(o);
+    for (const char* coll : {"ring", "tree", "ps"}) checkHomomorphicAndIdentical(c, thc, coll, 3000);
+  });
+}
+
+TEST(ThcAggregate, SaturationNeverWrapsAndIsCounted) {
+  // Identical inputs on 2 ranks: both code vectors are close, so many
+  // coordinates have |c_0 + c_1| > L = 7. With n = 2 each coordinate is
+  // combined exactly once, so the clip count equals the number of saturated
+  // coordinates, and the result is clip(c_0 + c_1) exactly.
+  testing::runRanks(2, [](comm::Communicator& c) {
+    ThcOptions o;
+    o.deployment = "allreduce";
+    o.bits = 4;
+    Thc thc(o);
+    auto coll = comm::makeCollective("ring", c);
+    Context ctx{c};
+    ctx.collective = coll.get();
+    ctx.collectiveName = "ring";
+    ctx.step = 5;
+    const int64_t d = 4096;  // a power of two: no padding, the rotation is invertible on localApplied
+    auto x = rankInput(0, d, 7);
+    auto r = thc.aggregate(x, ctx);
+    RandomizedHadamard rht(d);
+    const double M = thcTruncation(1.0 / 32) * x.to(at::kDouble).norm().item<double>() / std::sqrt(double(d));
+    const int L = 7;
+    // Codes back from the decoded vectors: R(v)·L/M is integral up to rounding.
+    auto codes = [&](const at::Tensor& v, double mult) {
+      return at::round(rht.forward(v, ctx.sharedSeed()).to(at::kDouble) * (mult * L / M)).to(at::kInt);
+    };
+    auto own = gather(c, codes(r.localApplied, 1.0));
+    auto sum = own[0] + own[1];
+    const int64_t expectSat = (sum.abs() > L).sum().item<int64_t>();
+    EXPECT_GT(expectSat, d / 20);
+    EXPECT_EQ(r.saturated, expectSat);
+    auto got = codes(r.mean, 2.0);  // mean = S/2 · M/L
+    EXPECT_TRUE(at::equal(got, sum.clamp(-L, L)));
+    auto means = gather(c, r.mean);
+    EXPECT_TRUE(at::equal(means[0], means[1]));
+  });
+}
+
+TEST(ThcAggregate, SaturatingPackedSumOverCollectives) {
+  // Chosen contributions: at coordinates k % 3 == 0 ranks 0 and 1 send +7 and
+  // the rest 0 (one clip, result 7 -- never a wrapped −2); at k % 3 == 1 they
+  // send −7 (result −7, one clip); elsewhere rank r sends r − 1 (exact sum).
+  for (int n : {2, 3, 4})
+    testing::runRanks(n, [](comm::Communicator& c) {
+      const int64_t d = 301;
+      auto codes = at::zeros({d}, at::kInt);
+      int64_t expectSat = 0;
+      auto expect = at::zeros({d}, at::kInt);
+      for (int64_t k = 0; k < d; ++k) {
+        if (k % 3 == 0 || k % 3 == 1) {
+          const int v = k % 3 == 0 ? 7 : -7;
+          if (c.rank() < 2) codes[k] = v;
+          expect[k] = v;
+          ++expectSat;
+        } else {
+          codes[k] = c.rank() - 1;
+          int s = 0;
+          for (int r = 0; r < c.size(); ++r) s += r - 1;
+          expect[k] = std::max(-7, std::min(7, s));
+        }
+      }
+      for (const char* name : {"ring", "tree", "ps"}) {
+        auto coll = comm::makeCollective(name, c);
+        SaturatingPackedSum sat(4);
+        auto out = coll->allReduce(SaturatingPackedSum::pack(codes, 4), sat);
+        EXPECT_TRUE(at::equal(SaturatingPackedSum::unpack(out, 4, d), expect)) << name;
+        auto count = at::tensor({sat.clipped()}, at::kLong);
+        c.allReduce(count).wait();
+        EXPECT_EQ(count.item<int64_t>(), expectSat) << name;
+      }
+    });
+}
+
+}  // namespace
+}  // namespace gradzip::compress

@@ -1,0 +1,150 @@
+// Tests compress/Thc single-worker: wire size, the NMSE of THC (4, 30, 1/32) on
+// log-normal input, encode/decode = aggregate with n = 1, options and errors.
+// Multi-rank behaviour is in ThcAggregateTest.cpp.
+#include "compress/Thc.h"
+
+#include "comm/LocalCommunicator.h"
+#include "compress/Factory.h"
+#include "compress/ThcTable.h"
+#include "util/Error.h"
+
+#include <gtest/gtest.h>
+
+namespace gradzip::compress {
+namespace {
+
+ThcOptions psOptions() { return ThcOptions{}; }
+
+TEST(Thc, WireSizeEqualsDeclaredBits) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  for (const char* dep : {"ps", "allreduce"})
+    for (int bits : {2, 3, 4, 8})
+      for (int64_t d : {1, 10, 1000, 4096}) {
+        ThcOptions o;
+        o.deployment = dep;
+        o.bits = bits;
+        o.granularity = 0;
+        o.rotationBlockLog2 = std::string(dep) == "allreduce" ? 9 : 0;
+        Thc thc(o);
+        auto x = at::randn({d});
+        auto p = thc.encode(x, ctx);
+        EXPECT_DOUBLE_EQ(p.bytes() * 8.0 / d, thc.bitsPerCoordinate(d, 1)) << dep << " b=" << bits << " d=" << d;
+      }
+  // Headers stated: d = 2^16, b = 4 (ps): 4 bits per coordinate + one float32 norm.
+  Thc thc(psOptions());
+  EXPECT_DOUBLE_EQ(thc.bitsPerCoordinate(1 << 16, 4), 4.0 + 32.0 / (1 << 16));
+  // allreduce, q = 4, b = 8, blocks of 1024: 8 bits + 32/1024 for the block norms.
+  ThcOptions o;
+  o.deployment = "allreduce";
+  o.aggregationBits = 8;
+  o.rotationBlockLog2 = 10;
+  EXPECT_DOUBLE_EQ(Thc(o).bitsPerCoordinate(1 << 16, 4), 8.0 + 32.0 / 1024);
+  // q = 3 does not divide a byte: 10 codes per int32 word, ceil(2^16/10) words.
+  o.bits = 3;
+  o.aggregationBits = 0;
+  EXPECT_DOUBLE_EQ(Thc(o).bitsPerCoordinate(1 << 16, 4), 32.0 * 6554 / (1 << 16) + 32.0 / 1024);
+}
+
+TEST(Thc, NmseOnLogNormalMatchesTheory) {
+  // Rotated coordinates are ~N(0, ||x||²/d); with M = t_p·||x||/sqrt(d) the
+  // expected NMSE is (1 − p)·0.013496 (SQ on the optimal table, App. B) plus
+  // the clamping loss E[(|A| − t_p)²; |A| > t_p] = (1 + t²)·p − 2tφ(t) = 0.00714
+  // for t = 2.1539: 0.02021 in all. Finite-d fluctuation of the estimate is
+  // ~1e-4 (d = 2^16 independent terms), so ±0.0015 is > 10 sigma and still
+  // rejects a wrong table (uniform SQ at 4 bits gives ~0.032) or a wrong scale.
+  at::manual_seed(5);
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  Thc thc(psOptions());
+  double total = 0;
+  const int reps = 4;
+  for (int r = 0; r < reps; ++r) {
+    ctx.step = r;
+    auto x = at::randn({1 << 16}).exp();
+    auto y = thc.decode(thc.encode(x, ctx), x.numel(), ctx);
+    total += ((y - x).pow(2).sum() / x.pow(2).sum()).item<double>();
+  }
+  const double tp = thcTruncation(1.0 / 32);
+  const double phi = std::exp(-tp * tp / 2) / std::sqrt(2 * M_PI);
+  const double expected = (1 - 1.0 / 32) * 0.013496 + (1 + tp * tp) / 32 - 2 * tp * phi;
+  EXPECT_NEAR(expected, 0.0202, 2e-4);
+  EXPECT_NEAR(total / reps, expected, 1.5e-3);
+}
+
+TEST(Thc, EncodeDecodeEqualsSingleRankAggregate) {
+  comm::LocalCommunicator local;
+  for (const char* dep : {"ps", "allreduce"}) {
+    ThcOptions o;
+    o.deployment = dep;
+    Thc thc(o);
+    Context ctx{local};
+    ctx.step = 3;
+    auto x = at::randn({3000});
+    auto viaCodec = thc.decode(thc.encode(x, ctx), x.numel(), ctx);
+    auto agg = thc.aggregate(x, ctx);
+    EXPECT_TRUE(at::equal(agg.mean, viaCodec)) << dep;
+    // n = 1: the aggregate is this worker's own quantised vector.
+    EXPECT_TRUE(at::allclose(agg.localApplied, agg.mean, 1e-6, 1e-6)) << dep;
+  }
+}
+
+TEST(Thc, UniformVariantAndGranularityRule) {
+  ThcOptions o;
+  o.variant = "uniform";
+  Thc uni(o);
+  EXPECT_EQ(uni.granularityFor(4), 15);
+  ThcOptions a;
+  a.granularity = 0;  // automatic: 8-bit downlink while n·g <= 255
+  Thc autoG(a);
+  EXPECT_EQ(autoG.granularityFor(4), 30);
+  EXPECT_EQ(autoG.downlinkBits(4), 7);    // 4·30 = 120 < 128
+  EXPECT_EQ(autoG.granularityFor(10), 25);
+  EXPECT_EQ(autoG.downlinkBits(10), 8);   // 250 < 256
+  EXPECT_EQ(autoG.granularityFor(30), 15); // floor(255/30) = 8 < 2^4 − 1: g = 15, w widens
+  EXPECT_EQ(autoG.downlinkBits(30), 9);   // 450 < 512
+  Thc fixed(psOptions());
+  EXPECT_EQ(fixed.downlinkBits(30), 10);  // ceil(log2(901))
+  // The optimal table beats the uniform grid only slightly at (4, 30): the
+  // normalised SQ variances are 0.013496 vs 0.013749 (closed form), so the
+  // uniform NMSE should be (1 − p)·0.013749 + 0.00714 = 0.02046; same
+  // tolerance argument as NmseOnLogNormalMatchesTheory.
+  EXPECT_LT(solveThcTable(4, 30, 1.0 / 32).normalizedVariance, uniformThcTable(4, 1.0 / 32).normalizedVariance);
+  EXPECT_NEAR(uniformThcTable(4, 1.0 / 32).normalizedVariance, 0.013749, 1e-6);
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  at::manual_seed(8);
+  auto x = at::randn({1 << 16});
+  const double nmse = ((uni.decode(uni.encode(x, ctx), x.numel(), ctx) - x).pow(2).sum() / x.pow(2).sum()).item<double>();
+  EXPECT_NEAR(nmse, (1 - 1.0 / 32) * 0.013749 + 0.00714, 1.5e-3);
+}
+
+TEST(Thc, RejectsBadInput) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  Thc thc(psOptions());
+  EXPECT_THROW(thc.aggregate(at::tensor({1.0f, NAN}), ctx), UserError);
+  EXPECT_THROW(thc.aggregate(at::tensor({1.0f, INFINITY}), ctx), UserError);
+  EXPECT_THROW(thc.aggregate(at::ones({4}, at::kDouble), ctx), UserError);
+  EXPECT_THROW(thc.aggregate(at::ones({2, 2}), ctx), UserError);
+  EXPECT_THROW(thc.aggregate(at::empty({0}), ctx), UserError);
+  ThcOptions o;
+  o.granularity = 10;  // < 2^4 − 1
+  EXPECT_THROW(Thc{o}, UserError);
+  o = ThcOptions{};
+  o.deployment = "allreduce";
+  o.bits = 1;
+  EXPECT_THROW(Thc{o}, UserError);
+  EXPECT_THROW(makeCompressor("thc", "{bits: 4, granularty: 3}"), ConfigError);
+}
+
+TEST(Thc, FactoryBuildsBothDeployments) {
+  auto ps = makeCompressor("thc", "{bits: 4, granularity: 30, p: 0.03125}");
+  EXPECT_TRUE(ps->capabilities().summable);
+  EXPECT_EQ(ps->capabilities().collectives, std::vector<std::string>{"ps"});
+  auto ar = makeCompressor("thc", "{deployment: allreduce, bits: 4, rotation_block_log2: 12}");
+  EXPECT_EQ(ar->capabilities().collectives, (std::vector<std::string>{"ring", "tree", "ps"}));
+}
+
+}  // namespace
+}  // namespace gradzip::compress

@@ -1,0 +1,82 @@
+// Tests compress/TopK.{h,cpp}: K from ratio and bits (b = 48K/d), wire size,
+// the all-gathered mean against a local reconstruction from every rank's top-K,
+// losslessness at ratio 1 with fp32 values, identical results on all ranks.
+#include "compress/Factory.h"
+#include "compress/TopK.h"
+#include "comm/LocalCommunicator.h"
+#include "tests/compress/AggregateHarness.h"
+#include "tests/testing/ThreadGroup.h"
+
+#include <gtest/gtest.h>
+
+namespace gradzip::compress {
+namespace {
+
+using testing::CtxHolder;
+
+TEST(TopK, KFromRatioAndBits) {
+  TopKOptions o;
+  o.ratio = 0.01;
+  EXPECT_EQ(o.k(100000), 1000);
+  EXPECT_EQ(o.k(10), 1);  // clamped to at least one coordinate
+  o.bits = 0.48;          // b = 48K/d  =>  K = 0.48 * 1e5 / 48 = 1000
+  EXPECT_EQ(o.k(100000), 1000);
+  EXPECT_DOUBLE_EQ(TopK(o).bitsPerCoordinate(100000, 4), 0.48);
+  o.values = at::kFloat;  // b = 64K/d
+  EXPECT_EQ(o.k(100000), 750);
+}
+
+TEST(TopK, WireSizeEqualsDeclaredBitsAndKeepsTheLargest) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  auto c = makeCompressor("topk", "{ratio: 0.05, error_feedback: false}");
+  for (int64_t d : {1, 20, 1000, 4097}) {
+    at::Tensor x = testing::gaussianInput(d, 0, 11);
+    Payload p = c->encode(x, ctx);
+    EXPECT_DOUBLE_EQ(p.bytes() * 8.0 / d, c->bitsPerCoordinate(d, 1));
+    at::Tensor y = c->decode(p, d, ctx);
+    const int64_t k = TopKOptions{0.05}.k(d);
+    EXPECT_EQ(at::count_nonzero(y).item<int64_t>(), k);
+    // The kept coordinates are the k largest |x|: the smallest kept >= the largest dropped.
+    at::Tensor kept = y != 0;
+    if (k < d) EXPECT_GE(x.abs().masked_select(kept).min().item<float>(), x.abs().masked_select(~kept).max().item<float>());
+    EXPECT_TRUE(testing::bitEqual(y.masked_select(kept), x.masked_select(kept).to(at::kHalf).to(at::kFloat)));
+  }
+}
+
+// The mean is (1/n) Σ_r scatter(top-K of x_r in fp16), summed in rank order:
+// the same float operations locally give the same bits.
+TEST(TopK, MultiRankMeanEqualsLocalReconstruction) {
+  for (int n : {2, 3, 4}) {
+    testing::runRanks(n, [n](comm::Communicator& c) {
+      CtxHolder h(c, "engine");
+      TopK topk(TopKOptions{0.1});
+      const int64_t d = 3000;
+      auto agg = topk.aggregate(testing::gaussianInput(d, c.rank(), 21), h.ctx);
+      comm::LocalCommunicator local;
+      Context lctx = testing::contextFor(local);
+      at::Tensor ref = at::zeros({d});
+      for (int r = 0; r < n; ++r) {
+        Payload p = topk.encode(testing::gaussianInput(d, r, 21), lctx);
+        ref.index_add_(0, p.tensors[1].to(at::kLong), p.tensors[0].to(at::kFloat));
+        if (r == c.rank()) EXPECT_TRUE(testing::bitEqual(agg.localApplied, topk.decode(p, d, lctx)));
+      }
+      EXPECT_TRUE(testing::bitEqual(agg.mean, ref.div_(n)));
+      testing::expectIdenticalAcrossRanks(c, agg.mean);
+    });
+  }
+}
+
+TEST(TopK, RatioOneWithFp32ValuesEqualsPlainAllReduce) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    CtxHolder h(c, "engine");
+    at::Tensor x = testing::dyadicInput(777, c.rank(), 4);  // sums exact in any order
+    auto agg = makeCompressor("topk", "{ratio: 1.0, value_dtype: fp32}")->aggregate(x, h.ctx);
+    at::Tensor ref = x.clone();
+    c.allReduce(ref).wait();
+    EXPECT_TRUE(testing::bitEqual(agg.mean, ref.div_(3)));
+  });
+}
+
+}  // namespace
+}  // namespace gradzip::compress

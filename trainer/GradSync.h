@@ -1,0 +1,125 @@
+// GradSync: the data-parallel gradient synchronisation the optimizer loop talks
+// to. Gradients are packed into buckets in reverse parameter-registration order
+// (the order backward produces them); a gradient hook copies each gradient into
+// its bucket as soon as autograd produces it, and a full bucket is handed to a
+// communication thread, so compression and communication overlap the rest of the
+// backward pass. Buckets are always communicated in index order on every rank
+// (collectives must match across ranks). Each bucket runs its own Plan
+// (compressor + collective); plans can be switched between steps.
+//
+// Per step it reports a breakdown: encode, communicate, decode (on the comm
+// thread), exposed communication (time the training thread waits after
+// backward), and payload bytes on the wire.
+#pragma once
+
+#include "comm/Collective.h"
+#include "comm/Communicator.h"
+#include "compress/Compressor.h"
+#include "trainer/Plan.h"
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gradzip::trainer {
+
+struct GradSyncOptions {
+  int64_t bucketBytes = 25 << 20;  // like DDP's default 25 MiB
+  uint64_t seed = 0;
+  bool overlap = true;  // false: communicate everything after backward (for ablations)
+  bool checkFinite = true;  // agree across ranks on NaN/Inf before compressing each bucket
+};
+
+// A NaN or Inf gradient seen by any rank; thrown on every rank at the same
+// bucket so the trainer's NaN policy applies consistently.
+class NonFiniteGradient : public std::runtime_error {
+ public:
+  NonFiniteGradient(int64_t step, const std::string& where)
+      : std::runtime_error("step " + std::to_string(step) + ": non-finite gradient (" + where + ")"), step(step) {}
+  int64_t step;
+};
+
+struct SyncBreakdown {
+  double encode = 0, communicate = 0, decode = 0;  // comm-thread seconds
+  double exposed = 0;                              // training thread waiting after backward
+  int64_t bytesSent = 0;
+  int64_t saturated = 0;
+};
+
+class GradSync {
+ public:
+  // params: named parameters in registration order (all require grad).
+  GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, comm::Communicator& comm,
+           GradSyncOptions opts, const Plan& plan);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Call before backward of each step (arms the hooks for `step`).
+  void beginStep(int64_t step);
+  // Call after backward: hands over buckets whose gradients never arrived
+  // (unused parameters count as zero on every rank), waits for all buckets, and
+  // writes the averaged gradients into each parameter's .grad.
+  SyncBreakdown finishStep();
+
+  // Switch every bucket (or one) to `plan` from the next step on. Compressor
+  // state is kept per (bucket, plan), so switching back resumes residuals.
+  void setPlan(const Plan& plan);
+  void setPlan(int bucket, const Plan& plan);
+  const Plan& plan(int bucket) const { return buckets_.at(bucket).plan; }
+  int numBuckets() const { return static_cast<int>(buckets_.size()); }
+  int64_t bucketNumel(int bucket) const { return buckets_.at(bucket).numel; }
+
+  // Compressor state of every (bucket, plan) for checkpoints.
+  void save(torch::serialize::OutputArchive& ar) const;
+  void load(torch::serialize::InputArchive& ar);
+
+ private:
+  struct Bucket {
+    Bucket() = default;
+    Bucket(Bucket&&) = default;  // move-only: it owns compressors
+    Bucket(const Bucket&) = delete;
+    std::vector<int> params;  // indices into params_
+    std::vector<compress::TensorSlot> layout;
+    int64_t numel = 0;
+    torch::Tensor flat;  // float32 gradient buffer
+    int pending = 0;     // gradients still missing this step
+    bool ready = false;  // handed to the comm thread
+    bool done = false;
+    Plan plan;
+    std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
+    std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
+    SyncBreakdown last;
+  };
+
+  void onGrad(int param, const torch::Tensor& grad);
+  void markReady(int bucket);
+  void commLoop();
+  void syncBucket(Bucket& b);
+  compress::Compressor& compressorFor(Bucket& b);
+
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<int> bucketOf_;
+  std::vector<int64_t> offsetOf_;
+  std::vector<char> arrived_;
+  std::vector<unsigned> hooks_;
+  comm::Communicator& comm_;
+  GradSyncOptions opts_;
+  std::vector<Bucket> buckets_;
+  int64_t step_ = 0;
+  bool inStep_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int nextToSync_ = 0;  // comm thread progress (bucket index)
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+};
+
+}  // namespace gradzip::trainer

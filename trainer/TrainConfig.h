@@ -1,0 +1,73 @@
+// The whole configuration of a training run, parsed once from YAML with the
+// strict schema of util/Yaml.h (unknown keys, wrong types and out-of-range
+// values are errors naming file, line and key) into typed options, and written
+// back with defaults filled in as the run's effective config. Sections:
+//   run, model, data, optim, schedule, train, comm, compress
+// `--set key.path=value` overrides are applied to the YAML before parsing.
+#pragma once
+
+#include "data/DataOptions.h"
+#include "models/ModelOptions.h"
+#include "trainer/OptimOptions.h"
+#include "trainer/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace gradzip::trainer {
+
+struct RunOptions {
+  std::string name = "run";
+  std::string outDir = "runs";  // the run directory is out_dir/name
+  uint64_t seed = 1;
+  int threads = 0;  // intra-op threads per rank; 0 = cores / local ranks
+  // One thread and deterministic ATen kernels: resume continues bit for bit.
+  bool deterministic = false;
+};
+
+struct TrainOptions {
+  double epochs = 1;           // fractional epochs allowed
+  int64_t maxSteps = 0;        // > 0 caps the run
+  int64_t evalEvery = 0;       // steps between evaluations; 0 = once per epoch
+  int64_t evalBatches = 0;     // > 0 evaluates on that many batches per rank only
+  double clipGradNorm = 0;     // > 0 clips the global gradient norm
+  int64_t patience = 0;        // early stop after this many evaluations without improvement; 0 = off
+  std::vector<double> targets;  // metric targets reported in the TTA summary
+  int64_t checkpointEvery = 0;  // steps; 0 = at every evaluation
+  std::string nanPolicy = "stop";  // stop | skip: what a NaN/Inf gradient does on all ranks
+  int64_t checksumEvery = 200;     // steps between cross-rank parameter checksums; 0 = off
+};
+
+struct CommOptions {
+  int timeoutS = 60;       // every collective and the rendezvous; a dead peer fails within it
+  double bucketMb = 25;    // gradient bucket size
+  int latencyUs = 0;       // injected per-message delay in gradzip's collectives (latency emulation)
+  bool overlap = true;     // communicate buckets during backward
+};
+
+struct TrainConfig {
+  std::string source;  // the config file
+  RunOptions run;
+  models::ModelOptions model;
+  bool modelChannelsSet = false, modelClassesSet = false, modelVocabSet = false;
+  data::DataOptions data;
+  OptimOptions optim;
+  ScheduleOptions schedule;
+  TrainOptions train;
+  CommOptions comm;
+  Plan plan;
+
+  // Parses `path`; overrides are "dotted.key=yaml-value".
+  static TrainConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+  static TrainConfig fromYaml(YamlReader& root);
+  YAML::Node toYaml() const;
+  // Hash of the effective config: ranks compare it at rendezvous.
+  std::string fingerprint() const;
+  std::string runDir() const { return run.outDir + "/" + run.name; }
+};
+
+// Applies "a.b.c=value" to `root` (creating mappings as needed); the value is
+// parsed as YAML. Throws ConfigError naming the override when malformed.
+void applyOverride(YAML::Node& root, const std::string& assignment);
+
+}  // namespace gradzip::trainer

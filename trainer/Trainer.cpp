@@ -1,0 +1,357 @@
+// Implements trainer/Trainer.h.
+#include "trainer/Trainer.h"
+
+#include "data/Factory.h"
+#include "models/Registry.h"
+#include "trainer/Checkpoint.h"
+#include "trainer/Evaluator.h"
+#include "trainer/GradSync.h"
+#include "trainer/LrSchedule.h"
+#include "trainer/Optimizer.h"
+#include "trainer/Progress.h"
+#include "trainer/TtaLog.h"
+#include "util/Error.h"
+
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace gradzip::trainer {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int envInt(const char* name, int def) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : def;
+}
+}  // namespace
+
+struct Trainer::Impl {
+  TrainConfig cfg;
+  comm::Communicator& comm;
+  std::shared_ptr<models::Model> model;
+  data::Datasets datasets;
+  std::unique_ptr<data::DataLoader> train, eval;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<GradSync> sync;
+  std::unique_ptr<TtaLog> tta;
+  std::unique_ptr<Progress> progress;
+  int64_t totalSteps = 0;
+
+  // Progress state (checkpointed).
+  int64_t step = 0;
+  double trainSeconds = 0;
+  int64_t samples = 0;
+  int64_t bytes = 0;
+  double best = -INFINITY;
+  int64_t evalsWithoutImprovement = 0;
+  int64_t skippedSteps = 0;
+  std::map<std::string, double> lastMetrics;
+
+  // Accumulated since the last TTA row.
+  StepBreakdown acc;
+  double lossSum = 0;
+  int64_t accSteps = 0;
+  int64_t saturated = 0;
+
+  Impl(TrainConfig c, comm::Communicator& cm) : cfg(std::move(c)), comm(cm) {}
+
+  std::string rankDir() const { return fmt::format("{}/rank{}", cfg.runDir(), comm.rank()); }
+
+  void setup() {
+    const int local = std::max(1, envInt("LOCAL_WORLD_SIZE", comm.size()));
+    int threads = cfg.run.threads > 0 ? cfg.run.threads
+                                       : std::max(1, int(std::thread::hardware_concurrency()) / local);
+    if (cfg.run.deterministic) {
+      threads = 1;
+      at::globalContext().setDeterministicAlgorithms(true, false);
+    }
+    torch::set_num_threads(threads);
+    torch::manual_seed(cfg.run.seed);
+
+    datasets = data::makeDatasets(cfg.data);
+    const auto info = datasets.train->info();
+    if (info.kind == "image") {
+      if (!cfg.modelChannelsSet) cfg.model.inChannels = info.channels;
+      if (!cfg.modelClassesSet) cfg.model.numClasses = info.numClasses;
+      if (cfg.model.name == "mlp" && !cfg.modelChannelsSet) cfg.model.mlp.inputSize = info.channels * info.height * info.width;
+    } else if (!cfg.modelVocabSet) {
+      cfg.model.bert.vocabSize = info.vocabSize;
+    }
+    model = models::makeModel(cfg.model);
+    spdlog::info("model {}: {} parameters; data: {}", cfg.model.name, models::parameterCount(*model),
+                 datasets.train->describe());
+
+    // Every rank starts from rank 0's parameters and buffers.
+    {
+      torch::NoGradGuard g;
+      std::vector<comm::Work> works;
+      for (auto& p : model->parameters()) works.push_back(comm.broadcast(p, 0));
+      for (auto& b : model->buffers())
+        if (b.is_contiguous()) works.push_back(comm.broadcast(b, 0));
+      comm::waitAll(works);
+    }
+
+    train = std::make_unique<data::DataLoader>(datasets.train, comm.rank(), comm.size(),
+                                               data::trainLoaderOptions(cfg.data, cfg.run.seed));
+    if (datasets.test)
+      eval = std::make_unique<data::DataLoader>(datasets.test, comm.rank(), comm.size(),
+                                                data::evalLoaderOptions(cfg.data, cfg.run.seed));
+    const int64_t perEpoch = train->stepsPerEpoch();
+    totalSteps = cfg.train.epochs > 0 ? static_cast<int64_t>(std::ceil(cfg.train.epochs * perEpoch)) : 0;
+    if (cfg.train.maxSteps > 0) totalSteps = totalSteps > 0 ? std::min(totalSteps, cfg.train.maxSteps) : cfg.train.maxSteps;
+
+    const double lr = scaledLr(cfg.optim, comm.size());
+    optimizer = makeOptimizer(model->parameters(), cfg.optim, lr);
+    schedule = std::make_unique<LrSchedule>(cfg.schedule, lr, totalSteps, perEpoch);
+
+    GradSyncOptions so;
+    so.bucketBytes = static_cast<int64_t>(cfg.comm.bucketMb * 1048576.0);
+    so.seed = cfg.run.seed;
+    so.overlap = cfg.comm.overlap;
+    auto named = model->named_parameters();
+    std::vector<std::pair<std::string, torch::Tensor>> params;
+    for (auto& kv : named) params.emplace_back(kv.key(), kv.value());
+    sync = std::make_unique<GradSync>(params, comm, so, cfg.plan);
+    progress = std::make_unique<Progress>(comm.rank() == 0, totalSteps);
+  }
+
+  void saveCheckpoint() {
+    writeCheckpoint(rankDir(), [&](torch::serialize::OutputArchive& ar) {
+      for (auto& kv : model->named_parameters()) ar.write("model/" + kv.key(), kv.value());
+      for (auto& kv : model->named_buffers()) ar.write("buffer/" + kv.key(), kv.value(), true);
+      torch::serialize::OutputArchive o;
+      optimizer->save(o);
+      ar.write("optimizer", o);
+      torch::serialize::OutputArchive s;
+      sync->save(s);
+      ar.write("gradsync", s);
+      const auto st = train->state();
+      writeScalar(ar, "state/step", double(step));
+      writeScalar(ar, "state/epoch", double(st.epoch));
+      writeScalar(ar, "state/position", double(st.position));
+      writeScalar(ar, "state/train_seconds", trainSeconds);
+      writeScalar(ar, "state/samples", double(samples));
+      writeScalar(ar, "state/bytes", double(bytes));
+      writeScalar(ar, "state/best", best);
+      writeScalar(ar, "state/evals_without_improvement", double(evalsWithoutImprovement));
+      writeScalar(ar, "state/skipped_steps", double(skippedSteps));
+      ar.write("rng/torch_cpu", at::detail::getDefaultCPUGenerator().get_state(), true);
+    });
+  }
+
+  bool loadCheckpoint() {
+    const auto path = readCheckpoint(rankDir(), [&](torch::serialize::InputArchive& ar) {
+      torch::NoGradGuard g;
+      for (auto& kv : model->named_parameters()) {
+        torch::Tensor t;
+        ar.read("model/" + kv.key(), t);
+        kv.value().copy_(t);
+      }
+      for (auto& kv : model->named_buffers()) {
+        torch::Tensor t;
+        ar.read("buffer/" + kv.key(), t, true);
+        kv.value().copy_(t);
+      }
+      torch::serialize::InputArchive o;
+      ar.read("optimizer", o);
+      optimizer->load(o);
+      torch::serialize::InputArchive s;
+      ar.read("gradsync", s);
+      sync->load(s);
+      step = static_cast<int64_t>(readScalar(ar, "state/step"));
+      data::SamplerState st;
+      st.epoch = static_cast<int64_t>(readScalar(ar, "state/epoch"));
+      st.position = static_cast<int64_t>(readScalar(ar, "state/position"));
+      train->restore(st);
+      trainSeconds = readScalar(ar, "state/train_seconds");
+      samples = static_cast<int64_t>(readScalar(ar, "state/samples"));
+      bytes = static_cast<int64_t>(readScalar(ar, "state/bytes"));
+      best = readScalar(ar, "state/best");
+      evalsWithoutImprovement = static_cast<int64_t>(readScalar(ar, "state/evals_without_improvement"));
+      skippedSteps = static_cast<int64_t>(readScalar(ar, "state/skipped_steps"));
+      torch::Tensor rng;
+      ar.read("rng/torch_cpu", rng, true);
+      auto gen = at::detail::getDefaultCPUGenerator();
+      gen.set_state(rng);
+    });
+    if (path.empty()) return false;
+    // All ranks must resume from the same step.
+    auto s = torch::full({1}, double(step), torch::kDouble);
+    auto mx = s.clone();
+    comm.allReduce(mx, comm::ReduceOp::Max).wait();
+    GZ_CHECK(mx.item<double>() == double(step),
+             "rank {}: its checkpoint is at step {} but another rank's is at step {}; resume needs every rank's "
+             "checkpoint from the same step",
+             comm.rank(), step, int64_t(mx.item<double>()));
+    spdlog::info("resumed from {} at step {} ({:.1f} s of training)", path, step, trainSeconds);
+    return true;
+  }
+
+  void checkParametersAgree() {
+    torch::NoGradGuard g;
+    double sum = 0, weighted = 0;
+    int64_t i = 0;
+    for (auto& p : model->parameters()) {
+      sum += p.sum().item<double>();
+      weighted += (p.sum().item<double>()) * double(++i);
+    }
+    auto mine = torch::tensor({sum, weighted}, torch::kDouble);
+    std::vector<at::Tensor> all;
+    for (int r = 0; r < comm.size(); ++r) all.push_back(torch::empty({2}, torch::kDouble));
+    comm.allGather(all, mine).wait();
+    for (int r = 0; r < comm.size(); ++r)
+      GZ_CHECK(torch::equal(all[r], all[0]),
+               "step {}: parameters differ across ranks (checksum of rank {} {:.17g} vs rank 0 {:.17g}); the ranks "
+               "have diverged",
+               step, r, all[r][0].item<double>(), all[0][0].item<double>());
+  }
+
+  // Writes a TTA row; returns true when early stopping triggers.
+  bool evaluateAndLog() {
+    std::map<std::string, double> metrics;
+    if (eval) metrics = evaluate(*model, *eval, comm, cfg.train.evalBatches);
+    TtaRow row;
+    row.trainSeconds = trainSeconds;
+    row.step = step;
+    row.epoch = double(step) / double(train->stepsPerEpoch());
+    row.samples = samples;
+    row.loss = accSteps ? lossSum / accSteps : 0;
+    row.metrics = metrics;
+    row.lr = schedule->at(std::max<int64_t>(0, step - 1));
+    row.plan = sync->plan(0).key();
+    row.bytes = bytes;
+    row.saturated = saturated;
+    if (accSteps) {
+      const double k = double(accSteps);
+      row.breakdown = {acc.dataWait / k, acc.compute / k, acc.encode / k, acc.communicate / k,
+                       acc.decode / k,   acc.exposed / k, acc.optimizer / k, acc.step / k};
+    }
+    if (tta) tta->write(row);
+    lastMetrics = metrics;
+    progress->evaluation(row);
+    acc = {};
+    lossSum = 0;
+    accSteps = 0;
+
+    const std::string key = primaryMetric(model->kind());
+    if (!metrics.count(key) || cfg.train.patience == 0) {
+      if (metrics.count(key)) best = std::max(best, metrics[key]);
+      return false;
+    }
+    if (metrics[key] > best) {
+      best = metrics[key];
+      evalsWithoutImprovement = 0;
+      return false;
+    }
+    return ++evalsWithoutImprovement >= cfg.train.patience;
+  }
+
+  TrainResult run(bool resume) {
+    setup();
+    std::filesystem::create_directories(cfg.runDir());
+    if (comm.rank() == 0) {
+      YAML::Emitter e;
+      e << cfg.toYaml();
+      std::ofstream(cfg.runDir() + "/config.yaml") << "# effective config of " << cfg.source
+                                                   << " (defaults filled in)\n" << e.c_str() << "\n";
+    }
+    bool resumed = resume && loadCheckpoint();
+    if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed);
+    if (!resumed) train->startEpoch(0);
+
+    TrainResult result;
+    model->train();
+    const int64_t evalEvery = cfg.train.evalEvery > 0 ? cfg.train.evalEvery : train->stepsPerEpoch();
+    const int64_t ckptEvery = cfg.train.checkpointEvery > 0 ? cfg.train.checkpointEvery : evalEvery;
+    bool stop = false;
+    while (step < totalSteps && !stop) {
+      const auto tStep = Clock::now();
+      auto batch = train->next();
+      if (!batch) {
+        train->startEpoch(train->state().epoch + 1);
+        continue;
+      }
+      const double dataWait = train->lastWaitSeconds();
+      const double lr = schedule->at(step);
+      setLearningRate(*optimizer, lr);
+      optimizer->zero_grad();
+      sync->beginStep(step);
+      const auto tCompute = Clock::now();
+      auto logits = model->forward(batch->input);
+      auto loss = lossOf(*model, logits, batch->target);
+      loss.backward();
+      const double compute = since(tCompute);
+      SyncBreakdown bd;
+      bool skip = false;
+      try {
+        bd = sync->finishStep();
+      } catch (const NonFiniteGradient& e) {
+        if (cfg.train.nanPolicy == "stop")
+          throw UserError(fmt::format("{} (train.nan_policy: stop; use skip to drop such steps)", e.what()));
+        spdlog::warn("{}; skipping this step (train.nan_policy: skip)", e.what());
+        skip = true;
+        ++skippedSteps;
+      }
+      const auto tOpt = Clock::now();
+      if (!skip) {
+        if (cfg.train.clipGradNorm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.train.clipGradNorm);
+        optimizer->step();
+      }
+      const double optTime = since(tOpt);
+      const double lossValue = loss.item<double>();
+      ++step;
+      samples += batch->size() * comm.size();
+      bytes += bd.bytesSent;
+      saturated += bd.saturated;
+      const double stepTime = since(tStep);
+      trainSeconds += stepTime;
+      acc.dataWait += dataWait;
+      acc.compute += compute;
+      acc.encode += bd.encode;
+      acc.communicate += bd.communicate;
+      acc.decode += bd.decode;
+      acc.exposed += bd.exposed;
+      acc.optimizer += optTime;
+      acc.step += stepTime;
+      lossSum += std::isfinite(lossValue) ? lossValue : 0;
+      ++accSteps;
+      progress->step(step, lossValue, batch->size() * comm.size() / stepTime);
+
+      if (cfg.train.checksumEvery > 0 && step % cfg.train.checksumEvery == 0) checkParametersAgree();
+      const bool last = step == totalSteps;
+      if (step % evalEvery == 0 || last) {
+        stop = evaluateAndLog();
+        if (stop) {
+          spdlog::info("early stop at step {}: no improvement in {} evaluations", step, cfg.train.patience);
+          result.earlyStopped = true;
+        }
+      }
+      if (step % ckptEvery == 0 || last || stop) saveCheckpoint();
+    }
+    progress->finish();
+    result.steps = step;
+    result.trainSeconds = trainSeconds;
+    result.finalMetrics = lastMetrics;
+    if (comm.rank() == 0) {
+      std::vector<std::pair<std::string, torch::Tensor>> weights;
+      for (auto& kv : model->named_parameters()) weights.emplace_back(kv.key(), kv.value());
+      for (auto& kv : model->named_buffers()) weights.emplace_back(kv.key(), kv.value());
+      exportStateDict(cfg.runDir() + "/model.pt", weights);
+    }
+    return result;
+  }
+};
+
+Trainer::Trainer(TrainConfig cfg, comm::Communicator& comm) : impl_(std::make_unique<Impl>(std::move(cfg), comm)) {}
+Trainer::~Trainer() = default;
+TrainResult Trainer::run(bool resume) { return impl_->run(resume); }
+
+}  // namespace gradzip::trainer

@@ -1,0 +1,43 @@
+// The time-to-accuracy log: one JSON line per evaluation (tta.jsonl) and the
+// same row as CSV (tta.csv) in the run directory. Time is training wall-clock
+// seconds with evaluation excluded (end-to-end-utility paper, rule 1).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace gradzip::trainer {
+
+// Seconds per step, averaged over the steps since the previous row.
+struct StepBreakdown {
+  double dataWait = 0, compute = 0, encode = 0, communicate = 0, decode = 0, exposed = 0, optimizer = 0, step = 0;
+};
+
+struct TtaRow {
+  double trainSeconds = 0;
+  int64_t step = 0;
+  double epoch = 0;
+  int64_t samples = 0;  // global samples seen
+  double loss = 0;      // mean training loss since the previous row
+  std::map<std::string, double> metrics;  // evaluation metrics (accuracy, top5, mlm_loss, ...)
+  double lr = 0;
+  std::string plan;
+  int64_t bytes = 0;  // cumulative payload bytes this rank sent
+  int64_t saturated = 0;
+  StepBreakdown breakdown;
+};
+
+class TtaLog {
+ public:
+  // Opens (append mode when resuming) dir/tta.jsonl and dir/tta.csv.
+  TtaLog(const std::string& dir, bool append);
+  void write(const TtaRow& row);
+
+ private:
+  std::ofstream jsonl_, csv_;
+  bool headerWritten_ = false;
+};
+
+}  // namespace gradzip::trainer
