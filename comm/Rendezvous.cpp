@@ -165,7 +165,16 @@ std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
 
   c10::intrusive_ptr<c10d::Store> store =
       c10::make_intrusive<c10d::PrefixStore>(fmt::format("gradzip{}", o.generation), openStore(o));
-  checkJoin(*store, o);
+  try {
+    checkJoin(*store, o);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The store's host (rank 0, or torchrun's agent) went away mid-join,
+    // typically because it already failed a join check itself.
+    throw CommError(fmt::format("rank {}: lost the rendezvous store at {}:{} while joining ({}); see rank 0's error",
+                                o.rank, o.masterAddr, o.masterPort, firstLine(e.what())));
+  }
 
   auto gopts = c10d::ProcessGroupGloo::Options::create(o.timeout);
   try {

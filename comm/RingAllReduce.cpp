@@ -5,6 +5,8 @@
 // received chunk lands in a scratch buffer and is combined into the
 // accumulator; after it, rank r holds the finished chunk (r + 1) mod N. During
 // the all-gather (s >= N-1) received chunks land directly in the accumulator.
+// Every chunk is lifted exactly once: chunk r before its step-0 send, every
+// other chunk just before its reduce-scatter combine.
 // Because the chunk received at step s is the chunk sent at step s+1, each
 // segment is forwarded right after it is processed, which pipelines the ring.
 // Receives are posted ahead (Gloo sends only once the peer's receive is posted):
@@ -13,6 +15,8 @@
 #include "comm/RingAllReduce.h"
 
 #include "util/Error.h"
+
+#include <algorithm>
 
 namespace gradzip::comm {
 namespace {
@@ -29,13 +33,17 @@ at::Tensor RingAllReduce::allReduce(const at::Tensor& input, const Reduction& r)
   const int64_t numel = input.numel();
   if (n == 1 || numel == 0) return r.lift(input);
   at::Tensor acc = pool_.acquire(numel, input.options().dtype(r.accType(input.scalar_type())));
-  r.liftInto(input, acc);
   GZ_CHECK(2 * (n - 1) < kTagStepLimit, "ring all-reduce: world size {} is too large", n);
 
   const int rank = comm_.rank(), next = mod(rank + 1, n), prev = mod(rank - 1, n);
   const int rsSteps = n - 1, steps = 2 * (n - 1);
   const std::vector<Span> chunks = evenSplit(numel, n);
-  const int64_t segElems = segmentElems(segmentBytes_, acc.element_size());
+  // Chunks of 512 KiB and more get at least two segments (as in Gloo's ring),
+  // so their transfer overlaps the combine; smaller ones stay whole, where the
+  // per-message cost outweighs the overlap.
+  int64_t segElems = segmentElems(segmentBytes_, acc.element_size());
+  if (chunks[0].length * acc.element_size() >= kDefaultSegmentBytes / 2)
+    segElems = std::min(segElems, (chunks[0].length + 1) / 2);
   std::vector<std::vector<Span>> segs(static_cast<size_t>(n));
   for (int c = 0; c < n; ++c) segs[static_cast<size_t>(c)] = segmentsOf(chunks[static_cast<size_t>(c)], segElems);
   auto sendChunk = [&](int s) { return mod(rank - s, n); };
@@ -57,6 +65,12 @@ at::Tensor RingAllReduce::allReduce(const at::Tensor& input, const Reduction& r)
     at::Tensor dst = s < rsSteps ? scratchSeg(s, seg).view(at::kByte) : bytesOf(acc, seg);
     recvs[static_cast<size_t>(s)][j] = comm_.recv(dst, prev, messageTag(TagSpace::Ring, s, static_cast<int64_t>(j)));
   };
+  // Lifting is done per segment just before the segment is first needed, so
+  // it overlaps communication and the combine finds it in cache.
+  auto liftSegment = [&](const Span& seg) {
+    at::Tensor dst = acc.slice(0, seg.offset, seg.offset + seg.length);
+    r.liftInto(input.slice(0, seg.offset, seg.offset + seg.length), dst);
+  };
   auto postSend = [&](int s, size_t j) {
     const Span& seg = segs[static_cast<size_t>(sendChunk(s))][j];
     sends.push_back(comm_.send(bytesOf(acc, seg), next, messageTag(TagSpace::Ring, s, static_cast<int64_t>(j))));
@@ -67,7 +81,10 @@ at::Tensor RingAllReduce::allReduce(const at::Tensor& input, const Reduction& r)
     for (size_t j = 0; j < segsOfStep(s).size(); ++j) postRecv(s, j);
   for (int s = 0; s < std::min(2, rsSteps); ++s)
     for (size_t j = 0; j < segsOfStep(s).size(); ++j) postRecv(s, j);
-  for (size_t j = 0; j < segs[static_cast<size_t>(sendChunk(0))].size(); ++j) postSend(0, j);
+  for (size_t j = 0; j < segs[static_cast<size_t>(sendChunk(0))].size(); ++j) {
+    liftSegment(segs[static_cast<size_t>(sendChunk(0))][j]);
+    postSend(0, j);
+  }
 
   for (int s = 0; s < steps; ++s) {
     const auto& stepSegs = segsOfStep(s);
@@ -75,6 +92,7 @@ at::Tensor RingAllReduce::allReduce(const at::Tensor& input, const Reduction& r)
     for (size_t j = 0; j < stepSegs.size(); ++j) {
       recvs[static_cast<size_t>(s)][j].wait();
       if (reduce) {
+        liftSegment(stepSegs[j]);
         at::Tensor dst = acc.slice(0, stepSegs[j].offset, stepSegs[j].offset + stepSegs[j].length);
         r.combine(dst, scratchSeg(s, stepSegs[j]));
         // This scratch segment is free again: reuse it two steps ahead. (A later

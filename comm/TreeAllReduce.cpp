@@ -19,7 +19,6 @@ at::Tensor TreeAllReduce::allReduce(const at::Tensor& input, const Reduction& r)
   const int64_t numel = input.numel();
   if (n == 1 || numel == 0) return r.lift(input);
   at::Tensor acc = pool_.acquire(numel, input.options().dtype(r.accType(input.scalar_type())));
-  r.liftInto(input, acc);
 
   const int rank = comm_.rank();
   const int parent = rank == 0 ? -1 : (rank - 1) / 2;
@@ -47,7 +46,9 @@ at::Tensor TreeAllReduce::allReduce(const at::Tensor& input, const Reduction& r)
     for (int c : children) sends.push_back(comm_.send(bytesOf(acc, segs[j]), c, tag(1, j)));
   };
   for (size_t j = 0; j < segs.size(); ++j) {
+    // Lift segment by segment: overlaps communication, keeps the combine in cache.
     at::Tensor mine = acc.slice(0, segs[j].offset, segs[j].offset + segs[j].length);
+    r.liftInto(input.slice(0, segs[j].offset, segs[j].offset + segs[j].length), mine);
     for (size_t k = 0; k < children.size(); ++k) {
       fromChild[k][j].wait();
       r.combine(mine, scratch[static_cast<int64_t>(k)].slice(0, segs[j].offset, segs[j].offset + segs[j].length));
