@@ -74,8 +74,7 @@ case "$MODE" in
   run)
     step "default job: configs/quickstart.yaml on 2 ranks"
     cd "$ROOT"
-    exec "$BUILD/trainer/gradzip" launch -n 2 -- gradzip bench collectives --max-bytes $((16 << 20)) \
-      --out runs/bench_collectives.jsonl
+    exec "$BUILD/trainer/gradzip" compare configs/quickstart.yaml
     ;;
   test)
     step "test suite (ctest)"
