@@ -155,14 +155,21 @@ TEST_F(LaunchTest, SurvivorOfAKilledPeerFailsWithinTimeoutNamingTheOperation) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s);
 }
 
-TEST_F(LaunchTest, TorchrunLaunchesGradzipUnchanged) {
+TEST_F(LaunchTest, TorchrunLaunchesGradzipTrainUnchanged) {
   const char* py = std::getenv("GRADZIP_PYTHON");
   if (!py || !fs::exists(py)) GTEST_SKIP() << "GRADZIP_PYTHON (the venv python with torch) not available";
   const std::string torchrun = fs::path(py).parent_path().string() + "/torchrun";
   if (!fs::exists(torchrun)) GTEST_SKIP() << torchrun << " not found";
-  auto o = run(torchrun + " --standalone --no-python --nproc-per-node 2 " + binary() +
-                   " bench probe",
-               120s);
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed";
+  gradzip::testing::TempDir dir;
+  const std::string cfg = dir.path() + "/tiny.yaml";
+  std::ofstream(cfg) << "run: {name: tiny, out_dir: " << dir.path() << "}\n"
+                     << "model: {name: mlp}\ndata: {dataset: fashion_mnist, batch_size: 16}\n"
+                     << "train: {max_steps: 6, eval_every: 3, eval_batches: 1}\ncompress: {name: fp16}\n";
+  auto o = run(torchrun + " --standalone --no-python --nproc-per-node 2 " + binary() + " train " + cfg, 120s);
   EXPECT_EQ(o.status, 0) << o.text;
-  EXPECT_NE(o.text.find("[rank 0/2]"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("[rank 0/2] [info] done: 6 steps"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("[rank 1/2] [info] done: 6 steps"), std::string::npos) << o.text;
+  EXPECT_TRUE(fs::exists(dir.path() + "/tiny/tta.jsonl"));
 }
