@@ -3,6 +3,7 @@
 
 #include "data/Factory.h"
 #include "models/Registry.h"
+#include "trainer/BuildInfo.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/Evaluator.h"
 #include "trainer/GradSync.h"
@@ -13,6 +14,7 @@
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -262,6 +264,16 @@ struct Trainer::Impl {
       e << cfg.toYaml();
       std::ofstream(cfg.runDir() + "/config.yaml") << "# effective config of " << cfg.source
                                                    << " (defaults filled in)\n" << e.c_str() << "\n";
+      nlohmann::json env = {{"gradzip_version", gradzipVersion()},
+                            {"git_revision", gitRevision()},
+                            {"torch_version", torchVersion()},
+                            {"world_size", comm.size()},
+                            {"backend", comm.backendName()},
+                            {"intra_op_threads", at::get_num_threads()},
+                            {"hardware_threads", std::thread::hardware_concurrency()},
+                            {"config_fingerprint", cfg.fingerprint()},
+                            {"plan", cfg.plan.key()}};
+      std::ofstream(cfg.runDir() + "/environment.json") << env.dump(2) << "\n";
     }
     bool resumed = resume && loadCheckpoint();
     if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed);

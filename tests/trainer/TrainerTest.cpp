@@ -68,6 +68,11 @@ TEST_F(TrainerTest, ShortRunLearns) {
   EXPECT_TRUE(fs::exists(cfg.runDir() + "/config.yaml"));
   EXPECT_TRUE(fs::exists(cfg.runDir() + "/tta.csv"));
   EXPECT_TRUE(fs::exists(cfg.runDir() + "/model.pt"));
+  std::ifstream envIn(cfg.runDir() + "/environment.json");
+  auto env = nlohmann::json::parse(envIn);
+  EXPECT_EQ(env["world_size"].get<int>(), 1);
+  EXPECT_EQ(env["intra_op_threads"].get<int>(), 1);  // deterministic mode
+  EXPECT_FALSE(env["torch_version"].get<std::string>().empty());
 }
 
 TEST_F(TrainerTest, ResumeContinuesBitForBit) {
