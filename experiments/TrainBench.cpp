@@ -105,20 +105,27 @@ int benchTrain(const BenchTrainArgs& args) {
     auto model = models::makeModel(optionsFor(name, args.seqLen));
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
     const Batch b = syntheticBatch(*model, args.batch, args.seqLen);
-    std::vector<double> times, cpuTimes;
+    // Per timed step: wall and CPU seconds, and CPU seconds of the three phases
+    // (zero_grad + forward + loss, backward, SGD step) to locate a difference.
+    std::vector<double> times, cpuTimes, fwd, bwd, opt;
     for (int i = 0; i < args.warmup + args.steps; ++i) {
       const double c0 = processCpuSeconds();
       const auto t0 = Clock::now();
       sgd.zero_grad();
       at::Tensor loss = lossOf(*model, model->forward(b.input), b.target);
+      const double c1 = processCpuSeconds();
       loss.backward();
+      const double c2 = processCpuSeconds();
       sgd.step();
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      const double cpu = processCpuSeconds() - c0;
+      const double c3 = processCpuSeconds();
       GZ_CHECK(std::isfinite(loss.item<double>()), "bench train: {} diverged (loss {})", name, loss.item<double>());
       if (i >= args.warmup) {
         times.push_back(dt);
-        cpuTimes.push_back(cpu);
+        cpuTimes.push_back(c3 - c0);
+        fwd.push_back(c1 - c0);
+        bwd.push_back(c2 - c1);
+        opt.push_back(c3 - c2);
       }
     }
     const double med = median(times), cpuMed = median(cpuTimes);
@@ -126,11 +133,21 @@ int benchTrain(const BenchTrainArgs& args) {
     fmt::print("{:<10} {:>6} {:>8} {:>12.1f} {:>12.1f} {:>10.2f} {:>10.2f} {:>10.2f}\n", name, args.batch,
                args.threads, args.batch / med, args.batch / cpuMed, med * 1e3, *lo * 1e3, *hi * 1e3);
     if (out.is_open()) {
-      nlohmann::json j = {{"bench", "train"},          {"impl", "gradzip"},       {"model", name},
-                          {"batch", args.batch},       {"seq_len", args.seqLen}, {"threads", args.threads},
-                          {"warmup", args.warmup},     {"steps", args.steps},    {"samples_per_s", args.batch / med},
-                          {"cpu_samples_per_s", args.batch / cpuMed}, {"step_seconds", times},
-                          {"step_cpu_seconds", cpuTimes}, {"parameters", models::parameterCount(*model)}};
+      nlohmann::json j = {{"bench", "train"},
+                          {"impl", "gradzip"},
+                          {"model", name},
+                          {"batch", args.batch},
+                          {"seq_len", args.seqLen},
+                          {"threads", args.threads},
+                          {"warmup", args.warmup},
+                          {"steps", args.steps},
+                          {"samples_per_s", args.batch / med},
+                          {"cpu_samples_per_s", args.batch / cpuMed},
+                          {"step_seconds", times},
+                          {"step_cpu_seconds", cpuTimes},
+                          {"phase_cpu_seconds", {{"forward", median(fwd)}, {"backward", median(bwd)},
+                                                 {"optimizer", median(opt)}}},
+                          {"parameters", models::parameterCount(*model)}};
       out << j.dump() << "\n";
       out.flush();
     }

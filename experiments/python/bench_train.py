@@ -105,7 +105,16 @@ def main():
                      f"{pw:.1f} ({spread([r['samples_per_s'] for r in p])}) | {gw / pw:.3f} | "
                      f"{g[0]['parameters']:,} |")
     table = "\n".join(lines)
-    print("\n" + table)
+    # Where the time goes: CPU ms per phase (median over runs of each run's median).
+    phase_lines = ["| model | impl | forward+loss ms | backward ms | SGD step ms |", "|---|---|---|---|---|"]
+    for model in args.models:
+        for impl in ("gradzip", "pytorch"):
+            rs = rows[(model, impl)]
+            ms = [statistics.median(r["phase_cpu_seconds"][k] for r in rs) * 1e3
+                  for k in ("forward", "backward", "optimizer")]
+            phase_lines.append(f"| {model} | {impl} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[2]:.2f} |")
+    phases = "\n".join(phase_lines)
+    print("\n" + table + "\n\n" + phases)
 
     cmd = " ".join(["python", os.path.relpath(__file__, ROOT), *sys.argv[1:]])
     md = f"""# Single-worker training throughput: gradzip vs PyTorch
@@ -125,6 +134,10 @@ def main():
 - target: gradzip / PyTorch >= 0.95
 
 {table}
+
+CPU milliseconds per step phase (zero_grad + forward + loss, backward, SGD step):
+
+{phases}
 """
     os.makedirs(os.path.dirname(args.md), exist_ok=True)
     with open(args.md, "w") as f:

@@ -58,29 +58,36 @@ def bench(name, args):
     sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x, y = synthetic_batch(name, args.batch, args.seq_len)
 
-    def step():
+    def step(marks):
         sgd.zero_grad()
         loss = loss_of(name, model(x), y)
+        marks.append(time.process_time())
         loss.backward()
+        marks.append(time.process_time())
         sgd.step()
         return loss
 
-    times, cpu_times = [], []
+    # Per timed step: wall and CPU seconds, and CPU seconds of the three phases
+    # (zero_grad + forward + loss, backward, SGD step), as TrainBench.cpp.
+    times, cpu_times, phases = [], [], {"forward": [], "backward": [], "optimizer": []}
     for i in range(args.warmup + args.steps):
         c0, t0 = time.process_time(), time.perf_counter()
-        loss = step()
-        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        marks = []
+        loss = step(marks)
+        dt, c3 = time.perf_counter() - t0, time.process_time()
         if not torch.isfinite(loss):
             raise SystemExit(f"throughput: {name} diverged (loss {loss.item()})")
         if i >= args.warmup:
             times.append(dt)
-            cpu_times.append(cpu)
+            cpu_times.append(c3 - c0)
+            for k, a, b in (("forward", c0, marks[0]), ("backward", marks[0], marks[1]), ("optimizer", marks[1], c3)):
+                phases[k].append(b - a)
     if args.profile:
         with torch.autograd.profiler.profile() as prof:
             for _ in range(3):
-                step()
+                step([])
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
-    return model, times, cpu_times
+    return model, times, cpu_times, phases
 
 
 def main():
@@ -98,7 +105,7 @@ def main():
     print(f"{'model':<10} {'batch':>6} {'threads':>8} {'samples/s':>12} {'cpu samp/s':>12} {'median ms':>10} "
           f"{'min ms':>10} {'max ms':>10}")
     for name in args.models:
-        model, times, cpu_times = bench(name, args)
+        model, times, cpu_times, phases = bench(name, args)
         med, cpu_med = statistics.median(times), statistics.median(cpu_times)
         print(f"{name:<10} {args.batch:>6} {args.threads:>8} {args.batch / med:>12.1f} {args.batch / cpu_med:>12.1f} "
               f"{med * 1e3:>10.2f} {min(times) * 1e3:>10.2f} {max(times) * 1e3:>10.2f}", flush=True)
@@ -109,6 +116,7 @@ def main():
                                     "steps": args.steps, "samples_per_s": args.batch / med,
                                     "cpu_samples_per_s": args.batch / cpu_med, "step_seconds": times,
                                     "step_cpu_seconds": cpu_times,
+                                    "phase_cpu_seconds": {k: statistics.median(v) for k, v in phases.items()},
                                     "parameters": gz_models.parameter_count(model)}) + "\n")
 
 
