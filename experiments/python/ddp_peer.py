@@ -21,6 +21,7 @@ Supported: data.dataset fashion_mnist with resnet*/vgg*/mlp; anything else
 fails with a message. Resume, nan_policy and checksums are not implemented.
 """
 import argparse
+import datetime
 import json
 import math
 import os
@@ -170,7 +171,7 @@ def main():
     data = resolve_data(cfg["data"])
     run, optim, sched, train, comm = cfg["run"], cfg["optim"], cfg["schedule"], cfg["train"], cfg["comm"]
 
-    dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(seconds=comm["timeout_s"]))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=comm["timeout_s"]))
     rank, world = dist.get_rank(), dist.get_world_size()
     local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     threads = 1 if run["deterministic"] else (run["threads"] or max(1, (os.cpu_count() or 1) // local))
