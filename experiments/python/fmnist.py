@@ -100,7 +100,7 @@ class Transform:
             mirror = rng.random(len(x)) < 0.5
             x = x.copy()
             x[mirror] = x[mirror, :, ::-1]
-        t = torch.from_numpy(np.ascontiguousarray(x)).unsqueeze(1).float()
+        t = torch.from_numpy(np.array(x, dtype=np.uint8)).unsqueeze(1).float()  # a copy: x may be read-only
         return t.mul_(1.0 / 255.0).sub_(self.mean).div_(self.std)
 
 

@@ -7,6 +7,8 @@ models/README.md). The weights are not bit-identical to gradzip's for the same
 seed (the random draws happen in a different order), only the architecture is.
 
     python gz_models.py --check     # asserts the parameter counts of models/README.md
+    python gz_models.py --load RUN_DIR/model.pt --name resnet20 --in-channels 1
+                                    # strict-loads gradzip's exported weights into the twin
 """
 import argparse
 
@@ -323,9 +325,21 @@ def _check():
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="assert the parameter counts of models/README.md")
+    ap.add_argument("--load", metavar="MODEL_PT", help="strict-load a gradzip model.pt into the twin --name")
+    ap.add_argument("--name", help="model name for --load")
+    ap.add_argument("--in-channels", type=int, default=3)
+    ap.add_argument("--num-classes", type=int, default=10)
     args = ap.parse_args()
     if args.check:
         _check()
+    elif args.load:
+        # gradzip writes model.pt with LibTorch's pickler; torch.load's weights_only mode rejects its type tags.
+        state = dict(torch.load(args.load, map_location="cpu", weights_only=False))
+        twin = make_model(args.name, in_channels=args.in_channels, num_classes=args.num_classes)
+        twin.load_state_dict(state, strict=True)
+        same_order = [k for k in state if k in dict(twin.named_parameters())] == [k for k, _ in twin.named_parameters()]
+        print(f"{args.load}: {len(state)} tensors load strictly into {args.name}; parameter order "
+              f"{'matches' if same_order else 'DIFFERS'}")
     else:
         for name in model_names():
             print(f"{name:10s} {parameter_count(make_model(name)):>12,d}")
