@@ -202,8 +202,9 @@ struct Trainer::Impl {
     double sum = 0, weighted = 0;
     int64_t i = 0;
     for (auto& p : model->parameters()) {
-      sum += p.sum().item<double>();
-      weighted += (p.sum().item<double>()) * double(++i);
+      const double s = p.sum().item<double>();
+      sum += s;
+      weighted += s * double(++i);
     }
     auto mine = torch::tensor({sum, weighted}, torch::kDouble);
     std::vector<at::Tensor> all;
