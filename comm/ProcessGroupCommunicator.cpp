@@ -6,6 +6,7 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <cstdlib>
 #include <thread>
 
 namespace gradzip::comm {
@@ -67,6 +68,8 @@ c10d::ReduceOp toC10d(ReduceOp op) {
 int64_t bytesOf(const at::Tensor& t) { return static_cast<int64_t>(t.numel()) * t.element_size(); }
 
 }  // namespace
+
+void configureProcessGroups() { setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0); }
 
 bool glooSupports(at::ScalarType t) {
   switch (t) {

@@ -12,6 +12,14 @@
 
 namespace gradzip::comm {
 
+// Process-wide c10d settings; call at process start, before any thread exists
+// (it edits the environment). Turns off torch's collective flight recorder
+// (TORCH_FR_BUFFER_SIZE=0) unless the user set it: it captures a stack trace on
+// every collective, and in torch 2.11 its per-group status map is written
+// outside its lock, so several Gloo groups in one process (the thread-per-rank
+// tests) race on it and crash.
+void configureProcessGroups();
+
 class ProcessGroupCommunicator final : public Communicator {
  public:
   // `cuda` may be null (CPU-only build or no GPU).

@@ -2,6 +2,7 @@
 // top of every module and nothing includes it. User errors print one clear line
 // and exit 2; communication failures exit 3; bugs exit 70.
 #include "comm/NcclBackend.h"
+#include "comm/ProcessGroupCommunicator.h"
 #include "experiments/Benchmarks.h"
 #include "experiments/Compare.h"
 #include "trainer/Commands.h"
@@ -28,6 +29,7 @@ std::string selfExe() { return std::filesystem::read_symlink("/proc/self/exe").s
 }  // namespace
 
 int main(int argc, char** argv) {
+  comm::configureProcessGroups();
   CLI::App app{"gradzip: compressed data-parallel training (LibTorch + c10d)", "gradzip"};
   app.require_subcommand(1);
   std::string logLevel = "info";

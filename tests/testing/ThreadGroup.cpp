@@ -19,12 +19,19 @@ void runRanks(int n, const std::function<void(comm::Communicator&)>& fn, std::ch
   std::mutex mu;
   std::string firstError;
   std::vector<std::thread> threads;
+  // Groups outlive every rank's fn: a rank that finishes first must not close
+  // its connections while a peer still reads from them.
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> groups(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
         auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
         auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, n, opts);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          groups[r] = gloo;
+        }
         comm::ProcessGroupCommunicator comm(gloo, {}, r, n, timeout);
         fn(comm);
       } catch (const std::exception& e) {
