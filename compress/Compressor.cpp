@@ -3,6 +3,7 @@
 #include "compress/Compressor.h"
 
 #include "comm/Reduction.h"
+#include "compress/SimdKernels.h"
 #include "util/Error.h"
 
 #include <fmt/ranges.h>
@@ -32,20 +33,29 @@ int64_t Payload::bytes() const {
   return b;
 }
 
-void checkGradient(const at::Tensor& x, const std::string& who) {
+void checkGradientLayout(const at::Tensor& x, const std::string& who) {
   GZ_CHECK(x.defined(), "{}: undefined gradient tensor", who);
   GZ_CHECK(x.dim() == 1, "{}: expected a 1-D (flattened) gradient, got {} dimensions", who, x.dim());
   GZ_CHECK(x.scalar_type() == at::kFloat, "{}: expected float32 gradients, got {}", who,
            c10::toString(x.scalar_type()));
   GZ_CHECK(x.is_contiguous(), "{}: gradient must be contiguous", who);
-  // One pass without a d-sized temporary: min and max propagate NaN, and are
-  // infinite exactly when some element is.
+}
+
+void requireFinite(bool finite, const std::string& who) {
+  GZ_CHECK(finite, "{}: gradient contains NaN or Inf; refusing to compress (see trainer.nan_policy)", who);
+}
+
+void checkGradient(const at::Tensor& x, const std::string& who) {
+  checkGradientLayout(x, who);
   bool finite = true;
-  if (x.numel() > 0) {
+  if (x.numel() > 0 && x.is_cpu()) {
+    finite = simd::allFinite(x.data_ptr<float>(), x.numel());  // one pass, no temporary
+  } else if (x.numel() > 0) {
+    // min and max propagate NaN, and are infinite exactly when some element is.
     const auto [lo, hi] = at::aminmax(x);
     finite = std::isfinite(lo.item<float>()) && std::isfinite(hi.item<float>());
   }
-  GZ_CHECK(finite, "{}: gradient contains NaN or Inf; refusing to compress (see trainer.nan_policy)", who);
+  requireFinite(finite, who);
 }
 
 void checkSameNumelAcrossRanks(int64_t d, Context& ctx, const std::string& who) {

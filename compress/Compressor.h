@@ -109,6 +109,12 @@ class Compressor {
 // Common argument checks for aggregate()/encode(): 1-D, float32, contiguous,
 // CPU or CUDA, all finite. Throws UserError naming the compressor and the cause.
 void checkGradient(const at::Tensor& x, const std::string& who);
+// checkGradient without the finiteness scan, for kernels that fuse that scan
+// into their own pass over x (compress/SimdKernels.h); they must then call
+// requireFinite with its result before anything derived from x leaves them.
+void checkGradientLayout(const at::Tensor& x, const std::string& who);
+// Throws checkGradient's UserError for non-finite input unless `finite`.
+void requireFinite(bool finite, const std::string& who);
 
 // Throws UserError on every rank, naming each rank's size, unless all ranks
 // hold d coordinates. One all-gather of an int64; compressors call it on their

@@ -26,8 +26,15 @@ class FloatCast final : public Compressor {
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
 
  private:
+  at::Tensor castChecked(const at::Tensor& x, float div, at::Tensor& cache) const;
+  at::Tensor widen(const at::Tensor& wire, float mul, at::Tensor& cache) const;
+  Aggregated aggregateGeneric(const at::Tensor& x, Context& ctx);
+
   at::ScalarType wire_;
-  int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
+  int64_t agreedNumel_ = -1;
+  // Output buffers reused across calls while no caller still holds them
+  // (simd::reusableBuffer): fresh d-sized tensors every step cost page faults.
+  at::Tensor wireCache_, meanCache_, appliedCache_;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
 };
 
 }  // namespace gradzip::compress

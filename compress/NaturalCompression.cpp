@@ -4,6 +4,7 @@
 
 #include "compress/CounterRng.h"
 #include "compress/ShardedExchange.h"
+#include "compress/SimdKernels.h"
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>
@@ -100,38 +101,89 @@ double NaturalCompression::bitsPerCoordinate(int64_t d, int) const {
   return 8.0;
 }
 
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GZ_NAT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GZ_NAT_CLONES
+#endif
+
+// naturalEncode for x[0, n) in one branch-free loop (so it vectorises), with the
+// randomness of element i from randomBits(seed, offset + i) as naturalEncode's
+// callers use it. Returns the number of exponents clipped at 2^10 and ORs
+// whether x was finite into *finite (exponent-field test, SimdKernels.cpp).
+GZ_NAT_CLONES int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t seed, uint64_t offset,
+                                 bool stochastic, uint8_t* __restrict out, uint32_t* expMax) {
+  constexpr uint32_t kLowestBits = static_cast<uint32_t>(kNatMinExp + 127) << 23;  // bits of 2^-50
+  const float lowest = std::ldexp(1.0f, kNatMinExp);
+  int64_t clipped = 0;
+  uint32_t mx = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const uint32_t ef = u & 0x7F800000u;
+    mx = ef > mx ? ef : mx;
+    const uint64_t rnd = randomBits(seed, offset + static_cast<uint64_t>(i));
+    const uint32_t sign = (u >> 24) & 0x80u;
+    const uint32_t a = u & 0x7FFFFFFFu;
+    // Definition 1 on the bits: (|t| + r) & 0xFF800000, r uniform in [0, 2^23)
+    // (2^22: nearest power of two). Its exponent field minus 127 is e.
+    const uint32_t r = stochastic ? static_cast<uint32_t>(rnd) & 0x7FFFFFu : 0x400000u;
+    const int32_t e = static_cast<int32_t>((a + r) >> 23) - 127;
+    const int32_t big = e > kNatMaxExp;
+    clipped += big;
+    const uint32_t normal = sign | 0x40u | static_cast<uint32_t>((big ? kNatMaxExp : e) - kNatMinExp);
+    // Below 2^-50: 2^-50 with probability |t|/2^-50 (nearer of 0, 2^-50 when deterministic).
+    float av;
+    std::memcpy(&av, &a, 4);
+    const float uf = static_cast<float>(rnd >> 40) * (1.0f / 16777216.0f);
+    const bool up = stochastic ? uf * lowest < av : 2 * av >= lowest;
+    const uint32_t tiny = up ? (sign | 0x40u) : 0u;
+    out[i] = static_cast<uint8_t>(a < kLowestBits ? tiny : normal);
+  }
+  *expMax = mx > *expMax ? mx : *expMax;
+  return clipped;
+}
+
+// naturalDecode for codes[0, n): ±2^((c & 0x3F) − 50), or 0 without the non-zero flag.
+GZ_NAT_CLONES void decodeLoop(const uint8_t* __restrict codes, int64_t n, float* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t c = codes[i];
+    const uint32_t bits = ((c & 0x80u) << 24) | (((c & 0x3Fu) + static_cast<uint32_t>(kNatMinExp + 127)) << 23);
+    const uint32_t v = (c & 0x40u) ? bits : 0u;
+    std::memcpy(out + i, &v, 4);
+  }
+}
+
+}  // namespace
+
 at::Tensor NaturalCompression::encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset,
-                                           int64_t* clipped) const {
+                                           int64_t* clipped) {
   auto xc = x.cpu().contiguous();
   const int64_t d = xc.numel();
-  auto codes = at::empty({d}, at::kByte);
+  auto codes = simd::reusableBuffer(codeCache_, d, at::kByte);
   const float* in = xc.data_ptr<float>();
   uint8_t* out = codes.data_ptr<uint8_t>();
-  std::atomic<int64_t> clips{0};
-  const bool stochastic = !options_.deterministic;
-  at::parallel_for(0, d, 16384, [&](int64_t b, int64_t e) {
-    int64_t local = 0;
-    for (int64_t i = b; i < e; ++i) {
-      bool c = false;
-      out[i] = naturalEncode(in[i], randomBits(seed, static_cast<uint64_t>(offset + i)), stochastic, &c);
-      local += c;
-    }
-    clips += local;
-  });
-  if (clipped) *clipped += clips.load();
+  uint32_t expMax = 0;
+  const int64_t clips = encodeLoop(in, d, seed, static_cast<uint64_t>(offset), !options_.deterministic, out, &expMax);
+  requireFinite(expMax != 0x7F800000u, "cnat");
+  if (clipped) *clipped += clips;
   return codes;
 }
 
-at::Tensor NaturalCompression::decodeCodes(const at::Tensor& codes) {
-  auto out = at::empty({codes.numel()}, at::kFloat);
-  const uint8_t* c = codes.data_ptr<uint8_t>();
-  float* o = out.data_ptr<float>();
-  for (int64_t i = 0; i < codes.numel(); ++i) o[i] = naturalDecode(c[i]);
+at::Tensor NaturalCompression::decodeCodes(const at::Tensor& codes, at::Tensor* cache) {
+  at::Tensor out;
+  if (cache)
+    out = simd::reusableBuffer(*cache, codes.numel(), at::kFloat);
+  else
+    out = at::empty({codes.numel()}, at::kFloat);
+  decodeLoop(codes.data_ptr<uint8_t>(), codes.numel(), out.data_ptr<float>());
   return out;
 }
 
 Payload NaturalCompression::encode(const at::Tensor& x, Context& ctx) {
-  checkGradient(x, "cnat");
+  checkGradientLayout(x, "cnat");
   ScopedPhase t(ctx.times, &PhaseTimes::encode);
   Payload p;
   p.tensors.push_back(encodeCodes(x, ctx.privateSeed(), 0, nullptr));
@@ -142,12 +194,16 @@ at::Tensor NaturalCompression::decode(const Payload& p, int64_t d, Context& ctx)
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   GZ_CHECK(p.tensors.size() == 1 && p.tensors[0].numel() == d && p.tensors[0].scalar_type() == at::kByte,
            "cnat: malformed payload for d = {}", d);
-  return decodeCodes(p.tensors[0].contiguous());
+  return decodeCodes(p.tensors[0].cpu().contiguous(), &meanCache_);
 }
 
 Aggregated NaturalCompression::aggregate(const at::Tensor& x, Context& ctx) {
-  checkGradient(x, "cnat");
+  checkGradientLayout(x, "cnat");  // finiteness: encodeCodes, fused into the encode pass
   GZ_CHECK(x.numel() > 0, "cnat: empty gradient");
+  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
+    checkSameNumelAcrossRanks(x.numel(), ctx, "cnat");
+    agreedNumel_ = x.numel();
+  }
   std::string how = options_.deployment;
   if (ctx.collectiveName == "ps" || ctx.collectiveName == "allgather") how = ctx.collectiveName;
   GZ_CHECK(ctx.collectiveName == "engine" || ctx.collectiveName == how,

@@ -67,12 +67,17 @@ class NaturalCompression : public Compressor {
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
 
  private:
-  at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset, int64_t* clipped) const;
-  static at::Tensor decodeCodes(const at::Tensor& codes);
+  // C_nat codes of x (noise: randomBits(seed, offset + i)); rejects non-finite x
+  // in the same pass (UserError). Adds the 2^10 clips to *clipped when set.
+  at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset, int64_t* clipped);
+  // Decoded floats of contiguous codes, into *cache when it is free (simd::reusableBuffer).
+  static at::Tensor decodeCodes(const at::Tensor& codes, at::Tensor* cache = nullptr);
   Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
   Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx);
 
   NaturalCompressionOptions options_;
+  int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
+  at::Tensor codeCache_, meanCache_;  // reused output buffers (simd::reusableBuffer)
 };
 
 }  // namespace gradzip::compress

@@ -3,10 +3,12 @@
 #include "compress/TopKC.h"
 
 #include "compress/FloatWire.h"
+#include "compress/SimdKernels.h"
 #include "util/Error.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace gradzip::compress {
 
@@ -58,99 +60,264 @@ double TopKC::bitsPerCoordinate(int64_t d, int) const {
   return static_cast<double>(bits) / static_cast<double>(d);
 }
 
-at::Tensor TopKC::selectChunks(const at::Tensor& s, int64_t j) {
-  const int64_t nc = s.numel();
-  GZ_ASSERT(j >= 1 && j <= nc, "selectChunks: j = {} out of [1, {}]", j, nc);
-  if (j == nc) return at::arange(nc, at::kLong);
-  // The j-th largest sum is the threshold: take everything above it, then the
-  // lowest-indexed chunks equal to it. at::topk's own tie order is unspecified.
-  const at::Tensor thr = std::get<0>(at::topk(s, j, 0, true, /*sorted=*/false)).min();
-  at::Tensor above = at::nonzero(s > thr).flatten();
-  at::Tensor equal = at::nonzero(s == thr).flatten().narrow(0, 0, j - above.numel());
-  return std::get<0>(at::sort(at::cat({above, equal})));
+namespace {
+
+// Order-preserving integer keys of IEEE floats (bigger float, bigger key), with
+// -0 mapped onto +0 so that they tie as the float comparison does.
+inline uint32_t orderKey32(uint32_t u) {
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline uint32_t orderKey16(uint16_t u) {
+  if (u == 0x8000u) u = 0;
+  return (u & 0x8000u) ? static_cast<uint16_t>(~u) : static_cast<uint16_t>(u | 0x8000u);
 }
 
-at::Tensor TopKC::chunked(const at::Tensor& x) const {
-  const int64_t d = x.numel(), c = opts_.chunk, nc = opts_.numChunks(d);
-  if (nc * c == d) return x.view({nc, c});
-  at::Tensor padded = at::zeros({nc * c}, x.options());
-  padded.narrow(0, 0, d).copy_(x);
-  return padded.view({nc, c});
-}
-
-at::Tensor TopKC::wireNorms(const at::Tensor& xc, int n) const {
-  at::Tensor sq = at::linalg_vector_norm(xc, 2, {1}).square_();
-  if (n > 1) sq.div_(n);  // keep the n-rank sum within range (as for fp16 values)
-  if (opts_.norms != at::kFloat) {
-    const double hi = opts_.norms == at::kHalf ? 65504.0 : 3.3895313892515355e38;
-    sq.clamp_max_(hi);  // saturate rather than round to Inf
+// Keys of a 1-D float, half or bfloat16 tensor; returns their width in bits.
+int keysOf(const at::Tensor& s, std::vector<uint32_t>& keys) {
+  const int64_t n = s.numel();
+  keys.resize(static_cast<size_t>(n));
+  if (s.scalar_type() == at::kFloat) {
+    const auto* u = reinterpret_cast<const uint32_t*>(s.data_ptr<float>());
+    for (int64_t i = 0; i < n; ++i) keys[i] = orderKey32(u[i]);
+    return 32;
   }
-  return sq.to(opts_.norms);
+  GZ_ASSERT(s.scalar_type() == at::kHalf || s.scalar_type() == at::kBFloat16, "topkc: unexpected norm type {}",
+            c10::toString(s.scalar_type()));
+  const auto* u = static_cast<const uint16_t*>(s.data_ptr());
+  for (int64_t i = 0; i < n; ++i) keys[i] = orderKey16(u[i]);
+  return 16;
 }
 
-at::Tensor TopKC::scatterChunks(const at::Tensor& values, const at::Tensor& chosen, int64_t d) const {
-  const int64_t nc = opts_.numChunks(d), c = opts_.chunk;
-  at::Tensor out = at::zeros({nc * c}, at::kFloat);
-  out.view({nc, c}).index_copy_(0, chosen, values.to(at::kFloat).view({chosen.numel(), c}));
-  return nc * c == d ? out : out.narrow(0, 0, d).clone();
+// Indices (ascending) of the j largest keys, ties to the lower index: an MSD
+// radix select of the j-th largest key T (8-bit digits, one scan each), then
+// one scan taking every key above T and the first j − #above keys equal to T.
+void selectTop(const std::vector<uint32_t>& keys, int width, int64_t j, std::vector<int64_t>& out) {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  out.clear();
+  out.reserve(static_cast<size_t>(j));
+  if (j >= n) {
+    for (int64_t i = 0; i < n; ++i) out.push_back(i);
+    return;
+  }
+  uint32_t prefix = 0, mask = 0;
+  int64_t rank = j, above = 0;
+  for (int shift = width - 8; shift >= 0; shift -= 8) {
+    uint32_t hist[256] = {};
+    for (int64_t i = 0; i < n; ++i)
+      if ((keys[i] & mask) == prefix) ++hist[(keys[i] >> shift) & 0xFF];
+    int b = 255;
+    for (; b > 0 && hist[b] < rank; --b) {
+      rank -= hist[b];
+      above += hist[b];
+    }
+    prefix |= static_cast<uint32_t>(b) << shift;
+    mask |= 0xFFu << shift;
+  }
+  int64_t equal = j - above;  // how many keys equal to T the choice takes
+  for (int64_t i = 0; i < n; ++i) {
+    if (keys[i] > prefix || (keys[i] == prefix && equal-- > 0)) out.push_back(i);
+  }
+  GZ_ASSERT(static_cast<int64_t>(out.size()) == j, "topkc: selection found {} chunks, expected {}", out.size(), j);
 }
 
-Payload TopKC::encode(const at::Tensor& x, Context& ctx) {
-  checkGradient(x, name());
-  checkNonEmpty(x, name());
+// Squared L2 norm of every C-chunk of x[0, d) (the last one may be short), in
+// one pass that also decides whether x is finite (exponent-field maximum, as
+// compress/SimdKernels.cpp). 16 independent partial sums per chunk keep the
+// inner loop vectorisable without reassociation.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+bool chunkSquaredNorms(const float* __restrict x, int64_t d, int64_t C, float* __restrict sq) {
+  uint32_t mx[16] = {};
+  const int64_t nc = (d + C - 1) / C;
+  for (int64_t c = 0; c < nc; ++c) {
+    const float* p = x + c * C;
+    const int64_t len = std::min(C, d - c * C);
+    float acc[16] = {};
+    int64_t i = 0;
+    for (; i + 16 <= len; i += 16) {
+      for (int l = 0; l < 16; ++l) {
+        const float v = p[i + l];
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        const uint32_t e = u & 0x7F800000u;
+        mx[l] = e > mx[l] ? e : mx[l];
+        acc[l] += v * v;
+      }
+    }
+    for (; i < len; ++i) {
+      const float v = p[i];
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      const uint32_t e = u & 0x7F800000u;
+      mx[0] = e > mx[0] ? e : mx[0];
+      acc[0] += v * v;
+    }
+    float s = 0;
+    for (int l = 0; l < 16; ++l) s += acc[l];
+    sq[c] = s;
+  }
+  uint32_t m = 0;
+  for (uint32_t v : mx) m = v > m ? v : m;
+  return m != 0x7F800000u;
+}
+
+// Float values [len] -> wire type, dividing by div first (div == 1: none).
+void toWire(const float* in, float div, at::ScalarType t, void* out, int64_t len) {
+  switch (t) {
+    case at::kHalf: simd::floatToHalf(in, div, static_cast<c10::Half*>(out), len); break;
+    case at::kBFloat16: simd::floatToBf16(in, div, static_cast<c10::BFloat16*>(out), len); break;
+    default: {
+      float* o = static_cast<float*>(out);
+      if (div == 1.0f)
+        std::memcpy(o, in, static_cast<size_t>(len) * 4);
+      else
+        for (int64_t i = 0; i < len; ++i) o[i] = in[i] / div;
+    }
+  }
+}
+
+// Wire values [len] -> float: (v * mul) for half types, (v / div) for float.
+void fromWire(const void* in, at::ScalarType t, float mul, float div, float* out, int64_t len) {
+  switch (t) {
+    case at::kHalf: simd::halfToFloat(static_cast<const c10::Half*>(in), mul, out, len); break;
+    case at::kBFloat16: simd::bf16ToFloat(static_cast<const c10::BFloat16*>(in), mul, out, len); break;
+    default: {
+      const float* v = static_cast<const float*>(in);
+      if (div == 1.0f)
+        std::memcpy(out, v, static_cast<size_t>(len) * 4);
+      else
+        for (int64_t i = 0; i < len; ++i) out[i] = v[i] / div;
+    }
+  }
+}
+
+}  // namespace
+
+at::Tensor TopKC::selectChunks(const at::Tensor& sIn, int64_t j) {
+  const int64_t nc = sIn.numel();
+  GZ_ASSERT(j >= 1 && j <= nc, "selectChunks: j = {} out of [1, {}]", j, nc);
+  const at::Tensor s = sIn.cpu().contiguous();
+  std::vector<uint32_t> keys;
+  const int width = keysOf(s, keys);
+  std::vector<int64_t> chosen;
+  selectTop(keys, width, j, chosen);
+  return at::tensor(chosen, at::kLong);
+}
+
+at::Tensor TopKC::wireNorms(const float* x, int64_t d, int n, at::Tensor& cache) {
+  const int64_t nc = opts_.numChunks(d);
+  sq_.resize(static_cast<size_t>(nc));
+  requireFinite(chunkSquaredNorms(x, d, opts_.chunk, sq_.data()), name());
+  if (n > 1)
+    for (auto& v : sq_) v /= static_cast<float>(n);  // keep the n-rank sum within range (as for fp16 values)
+  if (opts_.norms != at::kFloat) {
+    const float hi = opts_.norms == at::kHalf ? 65504.0f : 3.3895313892515355e38f;
+    for (auto& v : sq_) v = std::min(v, hi);  // saturate rather than round to Inf
+  }
+  at::Tensor out = simd::reusableBuffer(cache, nc, opts_.norms);
+  toWire(sq_.data(), 1.0f, opts_.norms, out.data_ptr(), nc);
+  return out;
+}
+
+void TopKC::choose(const at::Tensor& sums, int64_t d) {
+  const int width = keysOf(sums.contiguous(), keys_);
+  selectTop(keys_, width, opts_.selected(d), chosen_);
+}
+
+at::Tensor TopKC::gatherChunks(const float* x, int64_t d, float div, at::Tensor& cache) const {
+  const int64_t c = opts_.chunk;
+  const int64_t j = static_cast<int64_t>(chosen_.size());
+  at::Tensor out = simd::reusableBuffer(cache, j * c, opts_.values);
+  auto* o = static_cast<char*>(out.data_ptr());
+  const int64_t es = out.element_size();
+  for (int64_t k = 0; k < j; ++k) {
+    const int64_t start = chosen_[k] * c, len = std::min(c, d - start);
+    toWire(x + start, div, opts_.values, o + k * c * es, len);
+    if (len < c) std::memset(o + (k * c + len) * es, 0, static_cast<size_t>((c - len) * es));  // zero padding
+  }
+  return out;
+}
+
+at::Tensor TopKC::scatterChunks(const at::Tensor& values, int64_t d, float mul, float div, at::Tensor& cache) const {
+  const int64_t c = opts_.chunk;
+  at::Tensor out = simd::reusableBuffer(cache, d, at::kFloat);
+  float* o = out.data_ptr<float>();
+  const auto* v = static_cast<const char*>(values.data_ptr());
+  const int64_t es = values.element_size();
+  int64_t next = 0;  // first coordinate not yet written
+  for (size_t k = 0; k < chosen_.size(); ++k) {
+    const int64_t start = chosen_[k] * c, len = std::min(c, d - start);
+    std::memset(o + next, 0, static_cast<size_t>(start - next) * 4);  // the unchosen chunks before this one
+    fromWire(v + static_cast<int64_t>(k) * c * es, opts_.values, mul, div, o + start, len);
+    next = start + len;
+  }
+  std::memset(o + next, 0, static_cast<size_t>(d - next) * 4);
+  return out;
+}
+
+Payload TopKC::encode(const at::Tensor& xIn, Context& ctx) {
+  checkGradientLayout(xIn, name());
+  checkNonEmpty(xIn, name());
   ScopedPhase s(ctx.times, &PhaseTimes::encode);
-  const at::Tensor xc = chunked(x);
+  const at::Tensor x = xIn.cpu();
+  const int64_t d = x.numel();
   Payload p;
-  p.tensors.push_back(wireNorms(xc, 1));
-  const at::Tensor chosen = selectChunks(p.tensors[0].to(at::kFloat), opts_.selected(x.numel()));
-  p.tensors.push_back(xc.index_select(0, chosen).view({-1}).to(opts_.values));
+  p.tensors.push_back(wireNorms(x.data_ptr<float>(), d, 1, normCache_));
+  choose(p.tensors[0], d);
+  p.tensors.push_back(gatherChunks(x.data_ptr<float>(), d, 1.0f, valueCache_));
   return p;
 }
 
 at::Tensor TopKC::decode(const Payload& p, int64_t d, Context& ctx) {
   const int64_t nc = opts_.numChunks(d), j = opts_.selected(d);
-  GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == nc && p.tensors[1].numel() == j * opts_.chunk,
+  GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == nc && p.tensors[1].numel() == j * opts_.chunk &&
+               p.tensors[0].scalar_type() == opts_.norms && p.tensors[1].scalar_type() == opts_.values,
            "topkc: payload does not hold {} chunk norms and {} values for d = {}", nc, j * opts_.chunk, d);
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
-  return scatterChunks(p.tensors[1], selectChunks(p.tensors[0].to(at::kFloat), j), d);
+  choose(p.tensors[0].cpu(), d);
+  return scatterChunks(p.tensors[1].cpu().contiguous(), d, 1.0f, 1.0f, meanCache_);
 }
 
-Aggregated TopKC::aggregate(const at::Tensor& x, Context& ctx) {
-  checkGradient(x, name());
-  checkNonEmpty(x, name());
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, name());
-    agreedNumel_ = x.numel();
+Aggregated TopKC::aggregate(const at::Tensor& xIn, Context& ctx) {
+  checkGradientLayout(xIn, name());
+  checkNonEmpty(xIn, name());
+  if (agreedNumel_ != xIn.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
+    checkSameNumelAcrossRanks(xIn.numel(), ctx, name());
+    agreedNumel_ = xIn.numel();
   }
+  const at::Tensor x = xIn.cpu();
   const int n = ctx.comm.size();
   const int64_t d = x.numel();
-  at::Tensor xc, norms;
+  at::Tensor norms;
   {
     ScopedPhase s(ctx.times, &PhaseTimes::encode);
-    xc = chunked(x);
-    norms = wireNorms(xc, n);
+    norms = wireNorms(x.data_ptr<float>(), d, n, normCache_);  // throws on NaN/Inf before anything is sent
   }
   // Round 1 (step 1): s_p = Σ_i ||c_p^(i)||² / n, all-reduced in the norm wire type.
   const at::Tensor sums = allReduceSum(norms, ctx);
-  at::Tensor chosen, wire, rows;
+  at::Tensor wire;
+  const bool half = opts_.values != at::kFloat;
   {
     ScopedPhase s(ctx.times, &PhaseTimes::encode);
     // Step 2: the consensus top-J chunks; identical sums give identical choices.
-    chosen = selectChunks(sums.to(at::kFloat), opts_.selected(d));
-    rows = xc.index_select(0, chosen).view({-1});
+    choose(sums, d);
     // Half types: divide by n before the cast so the sum cannot overflow.
-    wire = opts_.values == at::kFloat ? rows : rows.div(n).to(opts_.values);
+    wire = gatherChunks(x.data_ptr<float>(), d, half ? static_cast<float>(n) : 1.0f, valueCache_);
   }
-  const at::Tensor sum = allReduceSum(wire, ctx);
+  const at::Tensor sum = allReduceSum(wire, ctx).contiguous();
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
   Aggregated out;
-  if (opts_.values == at::kFloat) {
-    out.mean = scatterChunks(sum.div(n), chosen, d);  // sum first, then divide: exact at ratio 1
-    out.localApplied = scatterChunks(rows, chosen, d);
+  if (!half) {
+    out.mean = scatterChunks(sum, d, 1.0f, static_cast<float>(n), meanCache_);  // sum first, then divide
+    out.localApplied = scatterChunks(wire, d, 1.0f, 1.0f, appliedCache_);
   } else {
-    out.mean = scatterChunks(sum, chosen, d);
-    out.localApplied = scatterChunks(wire.to(at::kFloat).mul_(n), chosen, d);
+    out.mean = scatterChunks(sum, d, 1.0f, 1.0f, meanCache_);
+    out.localApplied = scatterChunks(wire, d, static_cast<float>(n), 1.0f, appliedCache_);
   }
+  out.mean = out.mean.to(xIn.device());
+  out.localApplied = out.localApplied.to(xIn.device());
   return out;
 }
 

@@ -51,21 +51,32 @@ class TopKC final : public Compressor {
   Payload encode(const at::Tensor& x, Context& ctx) override;
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
 
-  // The J chunk indices with the largest s (ties: lower index first), ascending.
+  // The J chunk indices with the largest s (ties: lower index first), ascending;
+  // s is float, half or bfloat16 (radix select on order-preserving keys).
   static at::Tensor selectChunks(const at::Tensor& s, int64_t j);
 
   const TopKCOptions& options() const { return opts_; }
 
  private:
-  // x viewed as [ceil(d/C), C], zero-padded when C does not divide d.
-  at::Tensor chunked(const at::Tensor& x) const;
-  // Squared chunk norms / n in the norm wire type, saturated.
-  at::Tensor wireNorms(const at::Tensor& xc, int n) const;
-  // Scatters [J C] values into a fresh d-vector at the chosen chunks.
-  at::Tensor scatterChunks(const at::Tensor& values, const at::Tensor& chosen, int64_t d) const;
+  // Squared chunk norms of x[0, d) / n in the norm wire type, saturated; one
+  // pass that also rejects non-finite x (UserError).
+  at::Tensor wireNorms(const float* x, int64_t d, int n, at::Tensor& cache);
+  // chosen_ = the consensus chunks for the (all-reduced) norms `sums`.
+  void choose(const at::Tensor& sums, int64_t d);
+  // The chosen chunks of x / div in the value wire type, [J C], zero-padded.
+  at::Tensor gatherChunks(const float* x, int64_t d, float div, at::Tensor& cache) const;
+  // A d-vector, zero outside the chosen chunks, holding values·mul (half types)
+  // or values/div (float).
+  at::Tensor scatterChunks(const at::Tensor& values, int64_t d, float mul, float div, at::Tensor& cache) const;
 
   TopKCOptions opts_;
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
+  // Scratch reused across calls: squared norms, selection keys, chosen chunks,
+  // and output buffers (simd::reusableBuffer: reused only when no caller holds them).
+  std::vector<float> sq_;
+  std::vector<uint32_t> keys_;
+  std::vector<int64_t> chosen_;
+  at::Tensor normCache_, valueCache_, meanCache_, appliedCache_;
 };
 
 }  // namespace gradzip::compress

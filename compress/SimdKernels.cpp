@@ -1,0 +1,230 @@
+// Implements compress/SimdKernels.h. The fp16 casts use the F16C / AVX-512
+// conversion instructions through intrinsics because GCC 12 does not vectorise
+// _Float16 conversions (it emits one scalar vcvtps2ph per element); everything
+// else is plain loops that GCC vectorises at -O3 for each target_clones target.
+// The finiteness test looks only at the exponent field: x is non-finite iff
+// (bits(x) & 0x7F800000) == 0x7F800000, so a running unsigned max of that field
+// over the vector decides it without a branch in the loop.
+#include "compress/SimdKernels.h"
+
+#include <bit>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GZ_X86 1
+#define GZ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GZ_X86 0
+#define GZ_CLONES
+#endif
+
+namespace gradzip::compress::simd {
+namespace detail {
+
+constexpr uint32_t kExp = 0x7F800000u;
+
+inline uint32_t bitsOf(float v) { return std::bit_cast<uint32_t>(v); }
+
+GZ_CLONES uint32_t maxExponentField(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const uint32_t e = u & kExp;
+    m = e > m ? e : m;
+  }
+  return m;
+}
+
+GZ_CLONES uint32_t copyMaxExponent(const float* __restrict x, float* __restrict out, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const uint32_t e = u & kExp;
+    m = e > m ? e : m;
+    out[i] = x[i];
+  }
+  return m;
+}
+
+// c10::BFloat16's round_to_nearest_even without its NaN branch (NaN inputs are
+// rejected by the caller; Inf maps to Inf by the same formula).
+GZ_CLONES uint32_t toBf16(const float* __restrict x, float div, uint16_t* __restrict out, int64_t n) {
+  uint32_t m = 0;
+  if (div == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, x + i, 4);
+      const uint32_t e = u & kExp;
+      m = e > m ? e : m;
+      out[i] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, x + i, 4);
+      const uint32_t e = u & kExp;
+      m = e > m ? e : m;
+      const float v = x[i] / div;
+      uint32_t w;
+      std::memcpy(&w, &v, 4);
+      out[i] = static_cast<uint16_t>((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16);
+    }
+  }
+  return m;
+}
+
+GZ_CLONES void fromBf16(const uint16_t* __restrict in, float mul, float* __restrict out, int64_t n) {
+  if (mul == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
+      std::memcpy(out + i, &u, 4);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
+      float v;
+      std::memcpy(&v, &u, 4);
+      out[i] = v * mul;
+    }
+  }
+}
+
+uint32_t toHalfScalar(const float* x, float div, c10::Half* out, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t e = bitsOf(x[i]) & kExp;
+    m = e > m ? e : m;
+    out[i] = c10::Half(div == 1.0f ? x[i] : x[i] / div);
+  }
+  return m;
+}
+
+void fromHalfScalar(const c10::Half* in, float mul, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = mul == 1.0f ? static_cast<float>(in[i]) : static_cast<float>(in[i]) * mul;
+}
+
+#if GZ_X86
+__attribute__((target("avx512f"))) uint32_t toHalf512(const float* x, float div, c10::Half* out, int64_t n) {
+  const __m512i expMask = _mm512_set1_epi32(static_cast<int>(kExp));
+  const __m512 dv = _mm512_set1_ps(div);
+  __m512i mx = _mm512_setzero_si512();
+  int64_t i = 0;
+  if (div == 1.0f) {
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i);
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(v), expMask));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+  } else {
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i);
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(v), expMask));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                          _mm512_cvtps_ph(_mm512_div_ps(v, dv), _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
+  const uint32_t m = _mm512_reduce_max_epu32(mx);
+  const uint32_t t = toHalfScalar(x + i, div, out + i, n - i);
+  return m > t ? m : t;
+}
+
+__attribute__((target("avx512f"))) void fromHalf512(const c10::Half* in, float mul, float* out, int64_t n) {
+  const __m512 mv = _mm512_set1_ps(mul);
+  int64_t i = 0;
+  if (mul == 1.0f) {
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+  } else {
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(
+                                                   reinterpret_cast<const __m256i*>(in + i))),
+                                               mv));
+  }
+  fromHalfScalar(in + i, mul, out + i, n - i);
+}
+
+__attribute__((target("avx2,f16c"))) uint32_t toHalf256(const float* x, float div, c10::Half* out, int64_t n) {
+  const __m256i expMask = _mm256_set1_epi32(static_cast<int>(kExp));
+  const __m256 dv = _mm256_set1_ps(div);
+  __m256i mx = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(v), expMask));
+    if (div != 1.0f) v = _mm256_div_ps(v, dv);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mx);
+  uint32_t m = toHalfScalar(x + i, div, out + i, n - i);
+  for (uint32_t l : lanes) m = l > m ? l : m;
+  return m;
+}
+
+__attribute__((target("avx2,f16c"))) void fromHalf256(const c10::Half* in, float mul, float* out, int64_t n) {
+  const __m256 mv = _mm256_set1_ps(mul);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    if (mul != 1.0f) v = _mm256_mul_ps(v, mv);
+    _mm256_storeu_ps(out + i, v);
+  }
+  fromHalfScalar(in + i, mul, out + i, n - i);
+}
+
+int halfLevel() {
+  static const int level = __builtin_cpu_supports("avx512f")                                       ? 2
+                           : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) ? 1
+                                                                                                 : 0;
+  return level;
+}
+#endif
+
+}  // namespace detail
+
+bool allFinite(const float* x, int64_t n) { return detail::maxExponentField(x, n) != detail::kExp; }
+
+bool copyFinite(const float* x, float* out, int64_t n) { return detail::copyMaxExponent(x, out, n) != detail::kExp; }
+
+bool floatToHalf(const float* x, float div, c10::Half* out, int64_t n) {
+#if GZ_X86
+  switch (detail::halfLevel()) {
+    case 2: return detail::toHalf512(x, div, out, n) != detail::kExp;
+    case 1: return detail::toHalf256(x, div, out, n) != detail::kExp;
+    default: break;
+  }
+#endif
+  return detail::toHalfScalar(x, div, out, n) != detail::kExp;
+}
+
+void halfToFloat(const c10::Half* in, float mul, float* out, int64_t n) {
+#if GZ_X86
+  switch (detail::halfLevel()) {
+    case 2: return detail::fromHalf512(in, mul, out, n);
+    case 1: return detail::fromHalf256(in, mul, out, n);
+    default: break;
+  }
+#endif
+  detail::fromHalfScalar(in, mul, out, n);
+}
+
+bool floatToBf16(const float* x, float div, c10::BFloat16* out, int64_t n) {
+  return detail::toBf16(x, div, reinterpret_cast<uint16_t*>(out), n) != detail::kExp;
+}
+
+void bf16ToFloat(const c10::BFloat16* in, float mul, float* out, int64_t n) {
+  detail::fromBf16(reinterpret_cast<const uint16_t*>(in), mul, out, n);
+}
+
+at::Tensor reusableBuffer(at::Tensor& cache, int64_t n, at::ScalarType dtype) {
+  if (cache.defined() && cache.use_count() == 1 && cache.storage().use_count() == 1 && cache.numel() == n &&
+      cache.scalar_type() == dtype)
+    return cache;
+  cache = at::empty({n}, at::TensorOptions().dtype(dtype));
+  return cache;
+}
+
+}  // namespace gradzip::compress::simd
