@@ -82,29 +82,44 @@ void writeCheckpoint(const std::string& dir, const std::function<void(torch::ser
   writeText(cur + ".sum", std::to_string(n) + " " + std::to_string(h) + "\n");
 }
 
-std::string readCheckpoint(const std::string& dir, const std::function<void(torch::serialize::InputArchive&)>& use) {
+std::vector<std::string> validCheckpoints(const std::string& dir) {
   const std::string candidates[] = {dir + "/checkpoint.pt", dir + "/checkpoint.prev.pt"};
   bool any = false;
+  std::vector<std::string> out;
   for (const auto& path : candidates) {
     if (!fs::exists(path)) continue;
     any = true;
-    if (!valid(path)) {
-      spdlog::warn("checkpoint {} is truncated or corrupt (size/hash mismatch); trying the previous one", path);
-      continue;
-    }
-    try {
-      torch::serialize::InputArchive ar;
-      ar.load_from(path);
-      use(ar);
-      return path;
-    } catch (const UserError&) {
-      throw;
-    } catch (const std::exception& e) {
-      std::string what = e.what();
-      spdlog::warn("checkpoint {} cannot be read ({}); trying the previous one", path, what.substr(0, what.find('\n')));
+    if (valid(path)) {
+      out.push_back(path);
+    } else {
+      spdlog::warn("checkpoint {} is truncated or corrupt (size/hash mismatch); {}", path,
+                   &path == &candidates[0] ? "trying the previous one" : "no older checkpoint is kept");
     }
   }
-  if (any) throw UserError(fmt::format("{}: no valid checkpoint (all are truncated or corrupt)", dir));
+  if (any && out.empty()) throw UserError(fmt::format("{}: no valid checkpoint (all are truncated or corrupt)", dir));
+  return out;
+}
+
+bool loadCheckpointFile(const std::string& path, const std::function<void(torch::serialize::InputArchive&)>& use) {
+  try {
+    torch::serialize::InputArchive ar;
+    ar.load_from(path);
+    use(ar);
+    return true;
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    spdlog::warn("checkpoint {} cannot be read ({})", path, what.substr(0, what.find('\n')));
+    return false;
+  }
+}
+
+std::string readCheckpoint(const std::string& dir, const std::function<void(torch::serialize::InputArchive&)>& use) {
+  const auto files = validCheckpoints(dir);
+  for (const auto& path : files)
+    if (loadCheckpointFile(path, use)) return path;
+  if (!files.empty()) throw UserError(fmt::format("{}: no readable checkpoint", dir));
   return "";
 }
 

@@ -20,8 +20,18 @@ namespace gradzip::trainer {
 // previous one as checkpoint.prev.pt.
 void writeCheckpoint(const std::string& dir, const std::function<void(torch::serialize::OutputArchive&)>& fill);
 
-// Reads the newest valid checkpoint into `use`; returns its path, or "" when the
-// directory holds none. Throws UserError when checkpoints exist but none is valid.
+// The checkpoint files of `dir` whose size and hash match their sidecar, newest
+// first; a truncated or corrupt one is skipped with a warning. Empty when the
+// directory holds none; throws UserError when checkpoints exist but none is valid.
+std::vector<std::string> validCheckpoints(const std::string& dir);
+
+// Loads one checkpoint file into `use`; false (with a warning) when the archive
+// cannot be read. UserErrors thrown by `use` propagate.
+bool loadCheckpointFile(const std::string& path, const std::function<void(torch::serialize::InputArchive&)>& use);
+
+// Reads the newest readable valid checkpoint into `use`; returns its path, or ""
+// when the directory holds none. Throws UserError when checkpoints exist but none
+// is valid.
 std::string readCheckpoint(const std::string& dir, const std::function<void(torch::serialize::InputArchive&)>& use);
 
 // Writes named tensors as a dict that Python's torch.load reads

@@ -35,6 +35,8 @@ TrainOptions trainFromYaml(YamlReader r) {
   o.checkpointEvery = r.getInt("checkpoint_every", o.checkpointEvery, 0);
   o.nanPolicy = r.getEnum("nan_policy", o.nanPolicy, {"stop", "skip"});
   o.checksumEvery = r.getInt("checksum_every", o.checksumEvery, 0);
+  o.lossSpikeFactor = r.getDouble("loss_spike_factor", o.lossSpikeFactor, 0.0);
+  if (o.lossSpikeFactor > 0 && o.lossSpikeFactor <= 1) r.fail("loss_spike_factor", "must be 0 (off) or above 1");
   r.finish();
   return o;
 }
@@ -172,6 +174,7 @@ YAML::Node TrainConfig::toYaml() const {
   t["checkpoint_every"] = train.checkpointEvery;
   t["nan_policy"] = train.nanPolicy;
   t["checksum_every"] = train.checksumEvery;
+  t["loss_spike_factor"] = train.lossSpikeFactor;
   auto cm = n["comm"];
   cm["timeout_s"] = comm.timeoutS;
   cm["bucket_mb"] = comm.bucketMb;

@@ -36,6 +36,9 @@ struct TrainOptions {
   int64_t checkpointEvery = 0;  // steps; 0 = at every evaluation
   std::string nanPolicy = "stop";  // stop | skip: what a NaN/Inf gradient does on all ranks
   int64_t checksumEvery = 200;     // steps between cross-rank parameter checksums; 0 = off
+  // A step whose loss exceeds this multiple of the running mean loss is logged
+  // as a spike (warning + count in the TTA row); 0 = off.
+  double lossSpikeFactor = 3;
 };
 
 struct CommOptions {

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 namespace gradzip::trainer {
@@ -61,7 +62,36 @@ struct Trainer::Impl {
   StepBreakdown acc;
   double lossSum = 0;
   int64_t accSteps = 0;
+  int64_t lossSpikes = 0;
+  // Cumulative over the run.
   int64_t saturated = 0;
+  // Running mean of the loss for spike detection (train.loss_spike_factor).
+  double lossEma = 0;
+  int64_t lossEmaSteps = 0;
+
+  // The accumulators above, in checkpoint order: a resumed run writes the same
+  // TTA rows as an uninterrupted one even when checkpoints fall between rows.
+  std::vector<double*> accumulatorFields() {
+    return {&acc.dataWait, &acc.compute, &acc.encode, &acc.communicate, &acc.decode, &acc.exposed,
+            &acc.optimizer, &acc.step, &lossSum, &lossEma};
+  }
+  std::vector<int64_t*> counterFields() { return {&accSteps, &lossSpikes, &saturated, &lossEmaSteps}; }
+
+  // Warns about and counts a step whose loss jumps above lossSpikeFactor times
+  // the running mean (an exponential moving average over ~20 steps, after 20
+  // steps of warm-up). Non-finite losses are the NaN policy's business.
+  void watchLoss(double loss) {
+    if (cfg.train.lossSpikeFactor <= 0 || !std::isfinite(loss)) return;
+    constexpr int64_t kWarmup = 20;
+    constexpr double kAlpha = 0.05;
+    if (lossEmaSteps >= kWarmup && loss > cfg.train.lossSpikeFactor * lossEma && lossEma > 0) {
+      ++lossSpikes;
+      spdlog::warn("step {}: loss spike: {:.4g} is {:.1f}x the running mean {:.4g} (train.loss_spike_factor {})",
+                   step, loss, loss / lossEma, lossEma, cfg.train.lossSpikeFactor);
+    }
+    lossEma = lossEmaSteps == 0 ? loss : (1 - kAlpha) * lossEma + kAlpha * loss;
+    ++lossEmaSteps;
+  }
 
   Impl(TrainConfig c, comm::Communicator& cm) : cfg(std::move(c)), comm(cm) {}
 
@@ -145,12 +175,68 @@ struct Trainer::Impl {
       writeScalar(ar, "state/best", best);
       writeScalar(ar, "state/evals_without_improvement", double(evalsWithoutImprovement));
       writeScalar(ar, "state/skipped_steps", double(skippedSteps));
+      std::vector<double> accs;
+      for (double* f : accumulatorFields()) accs.push_back(*f);
+      ar.write("state/accumulators", torch::tensor(accs, torch::kDouble), true);
+      std::vector<int64_t> counters;
+      for (int64_t* f : counterFields()) counters.push_back(*f);
+      ar.write("state/counters", torch::tensor(counters, torch::kLong), true);
       ar.write("rng/torch_cpu", at::detail::getDefaultCPUGenerator().get_state(), true);
     });
   }
 
+  // Picks the checkpoint every rank resumes from. Ranks checkpoint at the same
+  // steps but a kill can land between two ranks' writes, so one rank's newest
+  // may be a step ahead of another's; each keeps its previous checkpoint, and
+  // all resume from the newest step that every rank holds. Returns this rank's
+  // file for that step, or "" when no rank has a checkpoint.
+  std::string agreeOnCheckpoint() {
+    std::vector<std::pair<int64_t, std::string>> mine;  // (step, file), newest first
+    for (const auto& f : validCheckpoints(rankDir())) {
+      double s = -1;
+      if (loadCheckpointFile(f, [&](torch::serialize::InputArchive& ar) { s = readScalar(ar, "state/step"); }))
+        mine.emplace_back(int64_t(s), f);
+    }
+    GZ_CHECK(mine.size() <= 2, "{}: more checkpoints than expected", rankDir());
+    auto steps = torch::full({2}, -1.0, torch::kDouble);
+    for (size_t i = 0; i < mine.size(); ++i) steps[i] = double(mine[i].first);
+    std::vector<at::Tensor> all;
+    for (int r = 0; r < comm.size(); ++r) all.push_back(torch::empty({2}, torch::kDouble));
+    comm.allGather(all, steps).wait();
+    auto describe = [&](int r) {
+      const double a = all[r][0].item<double>(), b = all[r][1].item<double>();
+      return a < 0 ? std::string("none") : b < 0 ? fmt::format("step {}", a) : fmt::format("steps {} and {}", a, b);
+    };
+    int64_t target = std::numeric_limits<int64_t>::max();
+    bool anyHas = false;
+    for (int r = 0; r < comm.size(); ++r) {
+      const double newest = all[r][0].item<double>();
+      anyHas |= newest >= 0;
+      if (newest >= 0) target = std::min(target, int64_t(newest));
+    }
+    if (!anyHas) return "";
+    // A rank without any checkpoint fails the check below (target is never -1).
+    for (int r = 0; r < comm.size(); ++r) {
+      const bool has = all[r][0].item<double>() == double(target) || all[r][1].item<double>() == double(target);
+      GZ_CHECK(has,
+               "cannot resume: the ranks hold no common checkpoint step (rank {} has {}, while some rank's newest is "
+               "step {}; checkpoints are in {}/rank<r>/); delete the run directory to start afresh",
+               r, describe(r), target, cfg.runDir());
+    }
+    for (const auto& [s, f] : mine) {
+      if (s != target) continue;
+      if (s != mine[0].first)
+        spdlog::warn("resuming from the previous checkpoint (step {}): another rank had not yet written step {} "
+                     "when the run stopped", s, mine[0].first);
+      return f;
+    }
+    GZ_ASSERT(false, "agreed checkpoint step not found locally");
+  }
+
   bool loadCheckpoint() {
-    const auto path = readCheckpoint(rankDir(), [&](torch::serialize::InputArchive& ar) {
+    const std::string path = agreeOnCheckpoint();
+    if (path.empty()) return false;
+    const bool loaded = loadCheckpointFile(path, [&](torch::serialize::InputArchive& ar) {
       torch::NoGradGuard g;
       for (auto& kv : model->named_parameters()) {
         torch::Tensor t;
@@ -179,20 +265,22 @@ struct Trainer::Impl {
       best = readScalar(ar, "state/best");
       evalsWithoutImprovement = static_cast<int64_t>(readScalar(ar, "state/evals_without_improvement"));
       skippedSteps = static_cast<int64_t>(readScalar(ar, "state/skipped_steps"));
+      torch::Tensor accs, counters;
+      ar.read("state/accumulators", accs, true);
+      ar.read("state/counters", counters, true);
+      auto af = accumulatorFields();
+      auto cf = counterFields();
+      GZ_CHECK(accs.numel() == int64_t(af.size()) && counters.numel() == int64_t(cf.size()),
+               "checkpoint in {}: accumulators have an unexpected size (written by another gradzip version?)",
+               rankDir());
+      for (size_t i = 0; i < af.size(); ++i) *af[i] = accs[i].item<double>();
+      for (size_t i = 0; i < cf.size(); ++i) *cf[i] = counters[i].item<int64_t>();
       torch::Tensor rng;
       ar.read("rng/torch_cpu", rng, true);
       auto gen = at::detail::getDefaultCPUGenerator();
       gen.set_state(rng);
     });
-    if (path.empty()) return false;
-    // All ranks must resume from the same step.
-    auto s = torch::full({1}, double(step), torch::kDouble);
-    auto mx = s.clone();
-    comm.allReduce(mx, comm::ReduceOp::Max).wait();
-    GZ_CHECK(mx.item<double>() == double(step),
-             "rank {}: its checkpoint is at step {} but another rank's is at step {}; resume needs every rank's "
-             "checkpoint from the same step",
-             comm.rank(), step, int64_t(mx.item<double>()));
+    GZ_CHECK(loaded, "rank {}: checkpoint {} became unreadable while resuming", comm.rank(), path);
     spdlog::info("resumed from {} at step {} ({:.1f} s of training)", path, step, trainSeconds);
     return true;
   }
@@ -232,6 +320,7 @@ struct Trainer::Impl {
     row.plan = sync->plan(0).key();
     row.bytes = bytes;
     row.saturated = saturated;
+    row.lossSpikes = lossSpikes;
     if (accSteps) {
       const double k = double(accSteps);
       row.breakdown = {acc.dataWait / k, acc.compute / k, acc.encode / k, acc.communicate / k,
@@ -243,6 +332,7 @@ struct Trainer::Impl {
     acc = {};
     lossSum = 0;
     accSteps = 0;
+    lossSpikes = 0;
 
     const std::string key = primaryMetric(model->kind());
     if (!metrics.count(key) || cfg.train.patience == 0) {
@@ -277,7 +367,7 @@ struct Trainer::Impl {
       std::ofstream(cfg.runDir() + "/environment.json") << env.dump(2) << "\n";
     }
     bool resumed = resume && loadCheckpoint();
-    if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed);
+    if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed ? step : -1);
     if (!resumed) train->startEpoch(0);
 
     TrainResult result;
@@ -336,6 +426,7 @@ struct Trainer::Impl {
       acc.step += stepTime;
       lossSum += std::isfinite(lossValue) ? lossValue : 0;
       ++accSteps;
+      watchLoss(lossValue);
       progress->step(step, lossValue, batch->size() * comm.size() / stepTime);
 
       if (cfg.train.checksumEvery > 0 && step % cfg.train.checksumEvery == 0) checkParametersAgree();

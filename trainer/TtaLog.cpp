@@ -6,18 +6,63 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <vector>
 
 namespace gradzip::trainer {
 namespace {
 const char* kMetricColumns[] = {"accuracy", "top5", "eval_loss", "mlm_accuracy", "perplexity"};
+
+// Rewrites `path` keeping the lines for which keep(line) holds.
+void filterLines(const std::string& path, const std::function<bool(const std::string&)>& keep) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && keep(line)) kept.push_back(line);
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  for (auto& l : kept) out << l << '\n';
+  GZ_CHECK(out.good(), "cannot rewrite the TTA log {}", path);
 }
 
-TtaLog::TtaLog(const std::string& dir, bool append) {
+// The step of a row: the "step" field of a JSONL row, the second column of a
+// CSV row; -1 for the CSV header and for lines that do not parse (a row torn by
+// the kill), which are dropped with the rows after the checkpoint.
+int64_t jsonlStep(const std::string& line) {
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : -1;
+}
+int64_t csvStep(const std::string& line) {
+  const auto a = line.find(',');
+  if (a == std::string::npos) return -1;
+  try {
+    size_t used = 0;
+    const auto field = line.substr(a + 1, line.find(',', a + 1) - a - 1);
+    const int64_t s = std::stoll(field, &used);
+    return used == field.size() ? s : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+}  // namespace
+
+TtaLog::TtaLog(const std::string& dir, int64_t resumedStep) {
   std::filesystem::create_directories(dir);
+  const std::string jsonlPath = dir + "/tta.jsonl", csvPath = dir + "/tta.csv";
+  const bool append = resumedStep >= 0;
+  if (append) {
+    filterLines(jsonlPath, [&](const std::string& l) { return jsonlStep(l) >= 0 && jsonlStep(l) <= resumedStep; });
+    bool header = true;
+    filterLines(csvPath, [&](const std::string& l) {
+      const bool keep = header || (csvStep(l) >= 0 && csvStep(l) <= resumedStep);
+      header = false;
+      return keep;
+    });
+  }
   const auto mode = append ? std::ios::app : std::ios::trunc;
-  const std::string csvPath = dir + "/tta.csv";
   headerWritten_ = append && std::filesystem::exists(csvPath) && std::filesystem::file_size(csvPath) > 0;
-  jsonl_.open(dir + "/tta.jsonl", std::ios::out | mode);
+  jsonl_.open(jsonlPath, std::ios::out | mode);
   csv_.open(csvPath, std::ios::out | mode);
   GZ_CHECK(jsonl_ && csv_, "cannot write the TTA log in {}", dir);
 }
@@ -34,6 +79,7 @@ void TtaLog::write(const TtaRow& r) {
                       {"plan", r.plan},
                       {"bytes", r.bytes},
                       {"saturated", r.saturated},
+                      {"loss_spikes", r.lossSpikes},
                       {"breakdown",
                        {{"data_wait", b.dataWait},
                         {"compute", b.compute},
@@ -48,7 +94,7 @@ void TtaLog::write(const TtaRow& r) {
   if (!headerWritten_) {
     csv_ << "train_seconds,step,epoch,samples,loss";
     for (auto* m : kMetricColumns) csv_ << ',' << m;
-    csv_ << ",lr,plan,bytes,saturated,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
+    csv_ << ",lr,plan,bytes,saturated,loss_spikes,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
     headerWritten_ = true;
   }
   csv_ << r.trainSeconds << ',' << r.step << ',' << r.epoch << ',' << r.samples << ',' << r.loss;
@@ -57,7 +103,7 @@ void TtaLog::write(const TtaRow& r) {
     csv_ << ',';
     if (it != r.metrics.end()) csv_ << it->second;
   }
-  csv_ << ',' << r.lr << ",\"" << r.plan << "\"," << r.bytes << ',' << r.saturated << ',' << b.dataWait << ','
+  csv_ << ',' << r.lr << ",\"" << r.plan << "\"," << r.bytes << ',' << r.saturated << ',' << r.lossSpikes << ',' << b.dataWait << ','
        << b.compute << ',' << b.encode << ',' << b.communicate << ',' << b.decode << ',' << b.exposed << ','
        << b.optimizer << ',' << b.step << '\n';
   csv_.flush();

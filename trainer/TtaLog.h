@@ -25,14 +25,18 @@ struct TtaRow {
   double lr = 0;
   std::string plan;
   int64_t bytes = 0;  // cumulative payload bytes this rank sent
-  int64_t saturated = 0;
+  int64_t saturated = 0;   // thc all-reduce: clipped coordinates so far (cumulative, like bytes)
+  int64_t lossSpikes = 0;  // steps since the previous row whose loss was a spike (train.loss_spike_factor)
   StepBreakdown breakdown;
 };
 
 class TtaLog {
  public:
-  // Opens (append mode when resuming) dir/tta.jsonl and dir/tta.csv.
-  TtaLog(const std::string& dir, bool append);
+  // Opens dir/tta.jsonl and dir/tta.csv. A fresh run (resumedStep < 0)
+  // truncates them; a resumed run keeps the rows up to resumedStep and drops
+  // later ones, which the killed run wrote after its last checkpoint and the
+  // resumed run writes again.
+  TtaLog(const std::string& dir, int64_t resumedStep);
   void write(const TtaRow& row);
 
  private:

@@ -7,6 +7,7 @@
 #include "experiments/Compare.h"
 #include "trainer/Commands.h"
 #include "trainer/Launcher.h"
+#include "util/Allocator.h"
 #include "util/Error.h"
 #include "util/Log.h"
 
@@ -29,6 +30,7 @@ std::string selfExe() { return std::filesystem::read_symlink("/proc/self/exe").s
 }  // namespace
 
 int main(int argc, char** argv) {
+  retainFreedMemory();
   comm::configureProcessGroups();
   CLI::App app{"gradzip: compressed data-parallel training (LibTorch + c10d)", "gradzip"};
   app.require_subcommand(1);
@@ -45,11 +47,18 @@ int main(int argc, char** argv) {
 
   auto* launchCmd = app.add_subcommand("launch", "Start N local ranks (torchrun environment) of CONFIG or COMMAND");
   trainer::LaunchOptions lo;
-  std::vector<std::string> target;
   launchCmd->add_option("-n,--nproc", lo.nprocs, "Number of ranks")->required()->check(CLI::Range(1, 1024));
   launchCmd->add_option("--master-port", lo.masterPort, "Rendezvous port (default: a free one)");
-  launchCmd->add_option("target", target, "CONFIG.yaml [train options] or COMMAND [ARGS...]")->required();
+  // Everything from the first positional on (CONFIG.yaml and its train options
+  // such as --resume and --set, or a COMMAND and its arguments) is passed on
+  // verbatim and in order: prefix_command stops parsing there.
   launchCmd->prefix_command();
+  launchCmd->allow_extras();
+  // After `--`, CLI11 hands the arguments to the parent app: accept them there
+  // and reject them below for every subcommand but launch.
+  app.allow_extras();
+  launchCmd->footer("Target: CONFIG.yaml [--resume] [--set k=v ...]  (runs `gradzip train` on every rank)\n"
+                    "        COMMAND [ARGS...]                     (any program; `--` before it is optional)");
 
   auto* compare = app.add_subcommand("compare", "Run a comparison suite (arms x same setup) and print the TTA table");
   experiments::CompareArgs cmpArgs;
@@ -90,6 +99,11 @@ int main(int argc, char** argv) {
   benchTrain->add_option("--out", btArgs.out, "Append results (JSON lines) to this file");
 
   CLI11_PARSE(app, argc, argv);
+  if (!launchCmd->parsed() && !app.remaining().empty()) {
+    std::cerr << "The following arguments were not expected: " << fmt::format("{}", fmt::join(app.remaining(), " "))
+              << "\nRun with --help for more information.\n";
+    return 109;  // CLI11's exit code for extras
+  }
 
   int rank = 0, world = 1;
   if (const char* r = std::getenv("RANK")) rank = std::atoi(r);
@@ -105,6 +119,11 @@ int main(int argc, char** argv) {
     }
     if (*train) return trainer::trainCommand(trainArgs);
     if (*launchCmd) {
+      std::vector<std::string> target = launchCmd->remaining();
+      if (target.empty()) target = app.remaining();  // everything after `--`
+      if (!target.empty() && target.front().rfind("-", 0) == 0)
+        throw UserError(fmt::format("launch: unknown option {} (see gradzip launch --help)", target.front()));
+      if (target.empty()) throw UserError("launch: give a CONFIG.yaml or a COMMAND to start on every rank");
       if (looksLikeConfig(target.front())) {
         lo.command = {selfExe(), "--log-level", logLevel, "train"};
         lo.command.insert(lo.command.end(), target.begin(), target.end());

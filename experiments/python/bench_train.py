@@ -39,10 +39,15 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def run(cmd, out):
+# gradzip's own allocator settings (util/Allocator.h: mallopt M_MMAP_MAX = 0,
+# M_TRIM_THRESHOLD = INT_MAX), given to the "PyTorch, same malloc" side.
+SAME_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+
+
+def run(cmd, out, env=None):
     """Runs one benchmark process; returns the JSON rows it appended to `out`."""
     before = os.path.getsize(out) if os.path.exists(out) else 0
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"bench_train: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     with open(out) as f:
@@ -80,35 +85,37 @@ def main():
                 batch = args.bert_batch if model == "bert" else args.batch
                 common = ["--models", model, "--batch", str(batch), "--seq-len", str(args.seq_len), "--threads",
                           str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
-                for impl, cmd in (("gradzip", [args.gradzip, "bench", "train", *common]),
-                                  ("pytorch", [args.python, os.path.join(HERE, "throughput.py"), *common])):
-                    for row in run(cmd, out):
+                py = [args.python, os.path.join(HERE, "throughput.py"), *common]
+                for impl, cmd, env in (("gradzip", [args.gradzip, "bench", "train", *common], None),
+                                       ("pytorch", py, None),
+                                       ("pytorch_malloc", py, {**os.environ, "GLIBC_TUNABLES": SAME_MALLOC})):
+                    for row in run(cmd, out, env):
                         rows.setdefault((model, impl), []).append(row)
-                        print(f"repeat {r + 1}/{args.repeats} {model:9s} {impl:8s} "
+                        print(f"repeat {r + 1}/{args.repeats} {model:9s} {impl:14s} "
                               f"{row['cpu_samples_per_s']:8.1f} samples/CPU-s {row['samples_per_s']:8.1f} samples/s",
                               flush=True)
     load_after = os.getloadavg()
     import torch  # only for its version; imported late to keep it out of the timed runs' way
 
     head = ("| model | batch | gradzip samples/s (CPU) | PyTorch samples/s (CPU) | ratio (CPU) | "
-            "gradzip samples/s (wall) | PyTorch samples/s (wall) | ratio (wall) | params |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+            "PyTorch, same malloc (CPU) | ratio (CPU) | gradzip samples/s (wall) | PyTorch samples/s (wall) | "
+            "ratio (wall) | params |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for model in args.models:
-        g, p = rows[(model, "gradzip")], rows[(model, "pytorch")]
+        g, p, t = rows[(model, "gradzip")], rows[(model, "pytorch")], rows[(model, "pytorch_malloc")]
         med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
-        gc, pc, gw, pw = (med(g, "cpu_samples_per_s"), med(p, "cpu_samples_per_s"), med(g, "samples_per_s"),
-                          med(p, "samples_per_s"))
+        cpu = lambda rs: f"{med(rs, 'cpu_samples_per_s'):.1f} ({spread([r['cpu_samples_per_s'] for r in rs])})"  # noqa: E731
+        wall = lambda rs: f"{med(rs, 'samples_per_s'):.1f} ({spread([r['samples_per_s'] for r in rs])})"  # noqa: E731
+        gc, pc, tc = (med(g, "cpu_samples_per_s"), med(p, "cpu_samples_per_s"), med(t, "cpu_samples_per_s"))
+        gw, pw = med(g, "samples_per_s"), med(p, "samples_per_s")
         assert g[0]["parameters"] == p[0]["parameters"], f"{model}: parameter counts differ"
-        lines.append(f"| {model} | {g[0]['batch']} | {gc:.1f} ({spread([r['cpu_samples_per_s'] for r in g])}) | "
-                     f"{pc:.1f} ({spread([r['cpu_samples_per_s'] for r in p])}) | **{gc / pc:.3f}** | "
-                     f"{gw:.1f} ({spread([r['samples_per_s'] for r in g])}) | "
-                     f"{pw:.1f} ({spread([r['samples_per_s'] for r in p])}) | {gw / pw:.3f} | "
-                     f"{g[0]['parameters']:,} |")
+        lines.append(f"| {model} | {g[0]['batch']} | {cpu(g)} | {cpu(p)} | **{gc / pc:.3f}** | {cpu(t)} | "
+                     f"**{gc / tc:.3f}** | {wall(g)} | {wall(p)} | {gw / pw:.3f} | {g[0]['parameters']:,} |")
     table = "\n".join(lines)
     # Where the time goes: CPU ms per phase (median over runs of each run's median).
     phase_lines = ["| model | impl | forward+loss ms | backward ms | SGD step ms |", "|---|---|---|---|---|"]
     for model in args.models:
-        for impl in ("gradzip", "pytorch"):
+        for impl in ("gradzip", "pytorch", "pytorch_malloc"):
             rs = rows[(model, impl)]
             ms = [statistics.median(r["phase_cpu_seconds"][k] for r in rs) * 1e3
                   for k in ("forward", "backward", "optimizer")]
@@ -124,14 +131,18 @@ def main():
 {load_after[0]:.1f} after (a shared machine: other jobs were running)
 - torch {torch.__version__} (the same libtorch_cpu under both sides); {args.threads} intra-op thread(s)
 - command: `{cmd}`
-- each cell: median over {args.repeats} interleaved runs (C++, Python, C++, Python, ...), each run the median of
+- each cell: median over {args.repeats} interleaved runs (C++, Python, Python with gradzip's malloc settings, C++, ...),
+  each run the median of
   {args.steps} timed steps after {args.warmup} warm-up steps; in parentheses the min-max over the runs
 - one step = zero_grad, forward, cross-entropy, backward, SGD (momentum 0.9, weight decay 5e-4) on one fixed
   synthetic batch: 1x28x28 images, 10 classes; BERT (BERT-mini defaults, vocab 8000): sequences of {args.seq_len}
   tokens, 15% MLM targets
 - CPU = samples per second of process CPU time (does not count waiting for a core; the robust number on a
   loaded machine with 1 thread); wall = samples per wall-clock second
-- target: gradzip / PyTorch >= 0.95
+- gradzip keeps freed memory in the heap (util/Allocator.h: `mallopt(M_MMAP_MAX, 0)`, `M_TRIM_THRESHOLD` =
+  2 GiB); "PyTorch" runs with glibc's defaults, as a user's script does; "PyTorch, same malloc" gets the same
+  settings through `GLIBC_TUNABLES={SAME_MALLOC}`, which isolates everything but the allocator
+- target: gradzip / PyTorch >= 0.95 (both ratios)
 
 {table}
 

@@ -1,8 +1,9 @@
 // Tests of `gradzip launch` (trainer/Launcher) as a user runs it: the torchrun
 // environment reaches every rank, a failing rank stops the others and sets the
 // exit status, SIGKILL of a rank in the middle of collectives makes the other
-// ranks fail fast naming the operation, no process is left behind, and
-// torchrun from the venv's torch can launch gradzip unchanged.
+// ranks fail fast naming the operation, no process is left behind, a
+// SIGKILLed launcher's run resumes to the model an uninterrupted run ends with,
+// and torchrun from the venv's torch can launch gradzip unchanged.
 #include "trainer/Launcher.h"
 #include "tests/testing/ThreadGroup.h"
 
@@ -70,6 +71,30 @@ Output run(const std::string& cmd, std::chrono::seconds timeout = 60s) {
 }
 
 bool processAlive(pid_t pid) { return kill(pid, 0) == 0; }
+
+const char* kFmnistImages = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A 2-rank deterministic run slow enough to be killed mid-way: an MLP over a
+// ring all-reduce whose every message waits 4 ms (comm.latency_us), 240 steps,
+// a checkpoint every 20 steps.
+std::string writeResumeConfig(const std::string& dir) {
+  const std::string cfg = dir + "/resume.yaml";
+  std::ofstream(cfg) << "run: {name: r, out_dir: " << dir << ", seed: 3, deterministic: true}\n"
+                     << "model: {name: mlp, mlp: {hidden: [32]}}\n"
+                     << "data: {dataset: fashion_mnist, batch_size: 16}\n"
+                     << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+                     << "train: {max_steps: 240, eval_every: 120, eval_batches: 1, checkpoint_every: 20}\n"
+                     << "comm: {latency_us: 4000}\n"
+                     << "compress: {name: fp32, collective: ring}\n";
+  return cfg;
+}
 
 }  // namespace
 
@@ -153,6 +178,72 @@ TEST_F(LaunchTest, SurvivorOfAKilledPeerFailsWithinTimeoutNamingTheOperation) {
   EXPECT_NE(o.text.find("rank 0: "), std::string::npos) << o.text;
   EXPECT_NE(o.text.find(" failed: "), std::string::npos) << o.text;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s);
+}
+
+TEST_F(LaunchTest, KilledLauncherResumesToTheUninterruptedModel) {
+  if (!fs::exists(kFmnistImages)) GTEST_SKIP() << "Fashion-MNIST not installed";
+  gradzip::testing::TempDir ref, cut;
+  auto o = run(binary() + " launch -n 2 " + writeResumeConfig(ref.path()), 120s);
+  ASSERT_EQ(o.status, 0) << o.text;
+  const std::string expected = readFile(ref.path() + "/r/model.pt");
+  ASSERT_FALSE(expected.empty());
+
+  // The same run, its launcher SIGKILLed once rank 0 has written its second
+  // checkpoint (step 40 of 240); PR_SET_PDEATHSIG takes the ranks down with it.
+  const std::string cfg = writeResumeConfig(cut.path());
+  pid_t launcher = fork();
+  if (launcher == 0) {
+    execl(binary().c_str(), binary().c_str(), "launch", "-n", "2", cfg.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!fs::exists(cut.path() + "/r/rank0/checkpoint.prev.pt") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);  // polling for a file, not synchronising threads
+  kill(launcher, SIGKILL);
+  int st = 0;
+  waitpid(launcher, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st)) << "the run ended before it could be killed; slow it down";
+  ASSERT_FALSE(fs::exists(cut.path() + "/r/model.pt")) << "the run finished before the kill";
+  // "[t]rain" keeps pgrep from matching the shell that runs it.
+  const std::string rankAlive = "pgrep -f '[t]rain " + cfg + "'";
+  for (int i = 0; i < 100 && run(rankAlive).status == 0; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_NE(run(rankAlive).status, 0) << "a rank outlived its killed launcher";
+
+  o = run(binary() + " launch -n 2 " + cfg + " --resume", 120s);
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("[rank 0/2] [info] resumed from"), std::string::npos) << o.text;
+  EXPECT_TRUE(readFile(cut.path() + "/r/model.pt") == expected)
+      << "the resumed run's final weights differ from the uninterrupted run's\n" << o.text;
+}
+
+TEST_F(LaunchTest, RanksOneCheckpointApartResumeFromTheCommonStep) {
+  // A kill between two ranks' checkpoint writes leaves rank 1 one checkpoint
+  // behind rank 0 (here: rank 1's step-240 checkpoint removed). Both must
+  // resume from step 220, which both hold, and end with the same model.
+  if (!fs::exists(kFmnistImages)) GTEST_SKIP() << "Fashion-MNIST not installed";
+  gradzip::testing::TempDir dir;
+  const std::string cfg = writeResumeConfig(dir.path());
+  auto o = run(binary() + " launch -n 2 " + cfg + " --set comm.latency_us=0", 120s);
+  ASSERT_EQ(o.status, 0) << o.text;
+  const std::string expected = readFile(dir.path() + "/r/model.pt");
+  fs::remove(dir.path() + "/r/model.pt");
+  fs::remove(dir.path() + "/r/rank1/checkpoint.pt");
+  fs::remove(dir.path() + "/r/rank1/checkpoint.pt.sum");
+  o = run(binary() + " launch -n 2 " + cfg + " --set comm.latency_us=0 --resume", 120s);
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("at step 220"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("resuming from the previous checkpoint (step 220)"), std::string::npos) << o.text;
+  EXPECT_TRUE(readFile(dir.path() + "/r/model.pt") == expected);
+
+  // No common step at all (rank 1's checkpoints gone): a clear error, not a
+  // silent fresh start of one rank.
+  fs::remove(dir.path() + "/r/rank1/checkpoint.pt");
+  fs::remove(dir.path() + "/r/rank1/checkpoint.pt.sum");
+  fs::remove(dir.path() + "/r/rank1/checkpoint.prev.pt");
+  fs::remove(dir.path() + "/r/rank1/checkpoint.prev.pt.sum");
+  o = run(binary() + " launch -n 2 " + cfg + " --set comm.latency_us=0 --resume", 120s);
+  EXPECT_NE(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("no common checkpoint step (rank 1 has none"), std::string::npos) << o.text;
 }
 
 TEST_F(LaunchTest, TorchrunLaunchesGradzipTrainUnchanged) {

@@ -98,6 +98,58 @@ TEST_F(TrainerTest, ResumeContinuesBitForBit) {
   }
 }
 
+TEST_F(TrainerTest, ResumeFromACheckpointBetweenRowsWritesTheSameLog) {
+  // Checkpoints every 7 steps, rows every 10. The interrupted run reaches step
+  // 25 (rows 10, 20, 25; checkpoints 7, 14, 21, 25); its newest checkpoint is
+  // then truncated, so the resume falls back to step 21 and must drop the row
+  // at 25, restore the loss/time accumulators of steps 21..21 and still write
+  // rows 30..60 identical to the uninterrupted run's.
+  const std::string extra = "train: {max_steps: 60, eval_every: 10, eval_batches: 2, checkpoint_every: 7}\n";
+  auto full = config(dir.path() + "/full", extra);
+  trainer::Trainer(full, comm).run(false);
+
+  auto part = config(dir.path() + "/part",
+                     "train: {max_steps: 25, eval_every: 10, eval_batches: 2, checkpoint_every: 7}\n");
+  trainer::Trainer(part, comm).run(false);
+  ASSERT_EQ(rows(part.runDir()).size(), 3u);
+  const std::string ck = part.runDir() + "/rank0/checkpoint.pt";
+  fs::resize_file(ck, fs::file_size(ck) - 1);
+  auto resumed = config(dir.path() + "/part", extra);
+  trainer::Trainer(resumed, comm).run(true);
+
+  auto a = rows(full.runDir()), b = rows(resumed.runDir());
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u) << "the row the killed run wrote after its checkpoint must be dropped";
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "row " << i;
+    EXPECT_EQ(a[i]["metrics"]["accuracy"].get<double>(), b[i]["metrics"]["accuracy"].get<double>()) << "row " << i;
+  }
+  // The CSV follows the same rows (header + 6).
+  std::ifstream csv(resumed.runDir() + "/tta.csv");
+  int lines = 0;
+  for (std::string l; std::getline(csv, l);) ++lines;
+  EXPECT_EQ(lines, 7);
+}
+
+TEST_F(TrainerTest, LossSpikesAreCounted) {
+  // A healthy run (lr 0.05) has no step at 3x its running mean loss; with the
+  // factor at 1.01 the ordinary batch-to-batch noise counts as spikes on some
+  // steps but not on all. The count is per row and rows sum it.
+  auto spikes = [&](const std::string& sub, double factor) {
+    auto cfg = config(dir.path() + "/" + sub, "train: {max_steps: 80, eval_every: 40, eval_batches: 1, "
+                                              "loss_spike_factor: " + std::to_string(factor) + "}\n");
+    trainer::Trainer(cfg, comm).run(false);
+    int64_t n = 0;
+    for (auto& r : rows(cfg.runDir())) n += r["loss_spikes"].get<int64_t>();
+    return n;
+  };
+  EXPECT_EQ(spikes("healthy", 3), 0);
+  const int64_t noisy = spikes("noisy", 1.01);
+  EXPECT_GT(noisy, 0);
+  EXPECT_LT(noisy, 80 - 20);  // 20 warm-up steps are never judged
+}
+
 TEST_F(TrainerTest, CorruptNewestCheckpointFallsBackToPrevious) {
   auto cfg = config(dir.path(), "train: {max_steps: 20, eval_every: 10, eval_batches: 1}\n");
   trainer::Trainer(cfg, comm).run(false);
