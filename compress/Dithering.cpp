@@ -129,6 +129,10 @@ at::Tensor Dithering::decode(const Payload& p, int64_t d, Context& ctx) {
 Aggregated Dithering::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name_);
   GZ_CHECK(x.numel() > 0, "{}: empty gradient", name_);
+  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
+    checkSameNumelAcrossRanks(x.numel(), ctx, name_);
+    agreedNumel_ = x.numel();
+  }
   GZ_CHECK(ctx.collectiveName == "engine" || ctx.collectiveName == "allgather",
            "{}: collective '{}' is not supported (each worker has its own norm; use allgather)", name_,
            ctx.collectiveName);

@@ -49,6 +49,7 @@ class Dithering : public Compressor {
   std::vector<float> levels_;
   double pNorm_;
   int indexBits_, codeBits_;
+  int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
 };
 
 // "2" -> 2.0, "inf" -> +infinity; other values must be numbers >= 1.

@@ -102,6 +102,7 @@ class GradiVeQ : public Compressor {
   int64_t d_ = -1;
   std::vector<Layer> layers_;
   at::Tensor plainIdx_;  // int64: coordinates sent uncompressed
+  int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
 };
 
 }  // namespace gradzip::compress

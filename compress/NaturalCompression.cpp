@@ -9,6 +9,10 @@
 
 #include <ATen/Parallel.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -156,6 +160,106 @@ GZ_NAT_CLONES void decodeLoop(const uint8_t* __restrict codes, int64_t n, float*
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// encodeLoop with AVX-512 (F, DQ, BW, VL), 16 coordinates per step: the same
+// splitmix64 words (64-bit multiplies need DQ) and the same integer recipe, so
+// the codes equal the portable loop's bit for bit.
+// randomBits(seed, first + lane) for lane < 8 (CounterRng.h's splitmix64).
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) inline __m512i draw8(__m512i seedV, uint64_t first,
+                                                                                    __m512i lane) {
+  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ULL));
+  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
+  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
+  __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + 1)), lane);
+  z = _mm512_add_epi64(seedV, _mm512_mullo_epi64(z, gamma));
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+  return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
+    const float* x, int64_t n, uint64_t seed, uint64_t offset, bool stochastic, uint8_t* out, uint32_t* expMax) {
+  const int64_t body = n / 16 * 16;
+  const __m512i seedV = _mm512_set1_epi64(static_cast<long long>(seed));
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i expMask = _mm512_set1_epi32(0x7F800000);
+  const __m512i absMask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i m23 = _mm512_set1_epi32(0x7FFFFF);
+  const __m512i half23 = _mm512_set1_epi32(0x400000);
+  const __m512i flag = _mm512_set1_epi32(0x40);
+  const __m512i signBit = _mm512_set1_epi32(0x80);
+  const __m512i maxE = _mm512_set1_epi32(kNatMaxExp);
+  const __m512i bias = _mm512_set1_epi32(127 + kNatMinExp);  // e − kNatMinExp = field − 127 + 50
+  const __m512i lowBits = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(kNatMinExp + 127) << 23));
+  const __m512 lowest = _mm512_set1_ps(std::ldexp(1.0f, kNatMinExp));
+  const __m512 inv24 = _mm512_set1_ps(1.0f / 16777216.0f);
+  __m512i mx = _mm512_setzero_si512();
+  int64_t clipped = 0;
+  for (int64_t i = 0; i < body; i += 16) {
+    const uint64_t first = offset + static_cast<uint64_t>(i);
+    const __m512i r0 = draw8(seedV, first, lane), r1 = draw8(seedV, first + 8, lane);
+    // low 32 bits (r & 0x7FFFFF) and bits 40..63 (the uniform's 24 bits) of each word
+    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(r0)),
+                                          _mm512_cvtepi64_epi32(r1), 1);
+    const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(r0, 40))),
+                                          _mm512_cvtepi64_epi32(_mm512_srli_epi64(r1, 40)), 1);
+    const __m512i u = _mm512_loadu_si512(x + i);
+    mx = _mm512_max_epu32(mx, _mm512_and_si512(u, expMask));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), signBit);
+    const __m512i a = _mm512_and_si512(u, absMask);
+    const __m512i r = stochastic ? _mm512_and_si512(lo, m23) : half23;
+    const __m512i field = _mm512_srli_epi32(_mm512_add_epi32(a, r), 23);  // e + 127
+    const __m512i e = _mm512_sub_epi32(field, _mm512_set1_epi32(127));
+    const __mmask16 big = _mm512_cmpgt_epi32_mask(e, maxE);
+    clipped += __builtin_popcount(static_cast<unsigned>(big));
+    const __m512i ec = _mm512_min_epi32(e, maxE);
+    const __m512i normal =
+        _mm512_or_si512(_mm512_or_si512(sign, flag), _mm512_sub_epi32(_mm512_add_epi32(ec, _mm512_set1_epi32(127)), bias));
+    const __m512 av = _mm512_castsi512_ps(a);
+    const __mmask16 up =
+        stochastic ? _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(hi), inv24), lowest), av, _CMP_LT_OQ)
+                   : _mm512_cmp_ps_mask(_mm512_add_ps(av, av), lowest, _CMP_GE_OQ);
+    const __m512i tiny = _mm512_maskz_mov_epi32(up, _mm512_or_si512(sign, flag));
+    const __mmask16 small = _mm512_cmplt_epu32_mask(a, lowBits);
+    const __m512i code = _mm512_mask_mov_epi32(normal, small, tiny);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
+  }
+  uint32_t m = _mm512_reduce_max_epu32(mx);
+  clipped += encodeLoop(x + body, n - body, seed, offset + static_cast<uint64_t>(body), stochastic, out + body, &m);
+  *expMax = m > *expMax ? m : *expMax;
+  return clipped;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void decode512(const uint8_t* codes, int64_t n, float* out) {
+  const int64_t body = n / 16 * 16;
+  const __m512i low6 = _mm512_set1_epi32(0x3F), flag = _mm512_set1_epi32(0x40), sign = _mm512_set1_epi32(0x80);
+  const __m512i bias = _mm512_set1_epi32(kNatMinExp + 127);
+  for (int64_t i = 0; i < body; i += 16) {
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+    const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, sign), 24),
+                                         _mm512_slli_epi32(_mm512_add_epi32(_mm512_and_si512(c, low6), bias), 23));
+    const __mmask16 nz = _mm512_test_epi32_mask(c, flag);
+    _mm512_storeu_si512(out + i, _mm512_maskz_mov_epi32(nz, bits));
+  }
+  decodeLoop(codes + body, n - body, out + body);
+}
+#endif
+
+int64_t encodeAll(const float* x, int64_t n, uint64_t seed, uint64_t offset, bool stochastic, uint8_t* out,
+                  uint32_t* expMax) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (simd::haveAvx512()) return encode512(x, n, seed, offset, stochastic, out, expMax);
+#endif
+  return encodeLoop(x, n, seed, offset, stochastic, out, expMax);
+}
+
+void decodeAll(const uint8_t* codes, int64_t n, float* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (simd::haveAvx512()) return decode512(codes, n, out);
+#endif
+  decodeLoop(codes, n, out);
+}
+
 }  // namespace
 
 at::Tensor NaturalCompression::encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset,
@@ -166,7 +270,7 @@ at::Tensor NaturalCompression::encodeCodes(const at::Tensor& x, uint64_t seed, i
   const float* in = xc.data_ptr<float>();
   uint8_t* out = codes.data_ptr<uint8_t>();
   uint32_t expMax = 0;
-  const int64_t clips = encodeLoop(in, d, seed, static_cast<uint64_t>(offset), !options_.deterministic, out, &expMax);
+  const int64_t clips = encodeAll(in, d, seed, static_cast<uint64_t>(offset), !options_.deterministic, out, &expMax);
   requireFinite(expMax != 0x7F800000u, "cnat");
   if (clipped) *clipped += clips;
   return codes;
@@ -178,7 +282,7 @@ at::Tensor NaturalCompression::decodeCodes(const at::Tensor& codes, at::Tensor* 
     out = simd::reusableBuffer(*cache, codes.numel(), at::kFloat);
   else
     out = at::empty({codes.numel()}, at::kFloat);
-  decodeLoop(codes.data_ptr<uint8_t>(), codes.numel(), out.data_ptr<float>());
+  decodeAll(codes.data_ptr<uint8_t>(), codes.numel(), out.data_ptr<float>());
   return out;
 }
 

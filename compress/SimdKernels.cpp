@@ -7,6 +7,7 @@
 // over the vector decides it without a branch in the loop.
 #include "compress/SimdKernels.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -175,6 +176,33 @@ __attribute__((target("avx2,f16c"))) void fromHalf256(const c10::Half* in, float
   fromHalfScalar(in + i, mul, out + i, n - i);
 }
 
+__attribute__((target("avx512f"))) uint32_t chunkSq512(const float* x, int64_t d, int64_t C, float* sq) {
+  const __m512i expMask = _mm512_set1_epi32(static_cast<int>(kExp));
+  __m512i mx = _mm512_setzero_si512();
+  const int64_t full = d / C;  // whole chunks; C is a multiple of 16 here
+  for (int64_t c = 0; c < full; ++c) {
+    const float* p = x + c * C;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < C; i += 16) {
+      const __m512 v = _mm512_loadu_ps(p + i);
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(v), expMask));
+      acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    sq[c] = _mm512_reduce_add_ps(acc);
+  }
+  uint32_t m = _mm512_reduce_max_epu32(mx);
+  if (full * C < d) {
+    float s = 0;
+    for (int64_t i = full * C; i < d; ++i) {
+      const uint32_t e = bitsOf(x[i]) & kExp;
+      m = e > m ? e : m;
+      s += x[i] * x[i];
+    }
+    sq[full] = s;
+  }
+  return m;
+}
+
 int halfLevel() {
   static const int level = __builtin_cpu_supports("avx512f")                                       ? 2
                            : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) ? 1
@@ -183,7 +211,44 @@ int halfLevel() {
 }
 #endif
 
+// Scalar chunk norms (any C; 16 partial sums per chunk).
+uint32_t chunkSqScalar(const float* x, int64_t d, int64_t C, float* sq) {
+  uint32_t m = 0;
+  const int64_t nc = (d + C - 1) / C;
+  for (int64_t c = 0; c < nc; ++c) {
+    const float* p = x + c * C;
+    const int64_t len = std::min(C, d - c * C);
+    float acc[16] = {};
+    for (int64_t i = 0; i < len; ++i) {
+      const uint32_t e = bitsOf(p[i]) & kExp;
+      m = e > m ? e : m;
+      acc[i & 15] += p[i] * p[i];
+    }
+    float s = 0;
+    for (float a : acc) s += a;
+    sq[c] = s;
+  }
+  return m;
+}
+
 }  // namespace detail
+
+bool haveAvx512() {
+#if GZ_X86
+  static const bool v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return v;
+#else
+  return false;
+#endif
+}
+
+bool chunkSquaredNorms(const float* x, int64_t d, int64_t C, float* sq) {
+#if GZ_X86
+  if (C % 16 == 0 && detail::halfLevel() == 2) return detail::chunkSq512(x, d, C, sq) != detail::kExp;
+#endif
+  return detail::chunkSqScalar(x, d, C, sq) != detail::kExp;
+}
 
 bool allFinite(const float* x, int64_t n) { return detail::maxExponentField(x, n) != detail::kExp; }
 

@@ -28,6 +28,14 @@ void bf16ToFloat(const c10::BFloat16* in, float mul, float* out, int64_t n);
 // out[i] = x[i]; returns allFinite(x).
 bool copyFinite(const float* x, float* out, int64_t n);
 
+// True when the CPU runs AVX-512 F, DQ, BW and VL (the wide paths of the
+// compressors' own intrinsic kernels check it once).
+bool haveAvx512();
+
+// Squared L2 norm of every C-chunk of x[0, d) (the last chunk may be short)
+// into sq[0, ceil(d/C)); returns allFinite(x), decided in the same pass.
+bool chunkSquaredNorms(const float* x, int64_t d, int64_t C, float* sq);
+
 // A 1-D tensor of `n` elements of `dtype` for a kernel's output: `cache` itself
 // when nobody else holds it (no other tensor or view shares its storage), so a
 // compressor that produces a d-sized result every step writes into warm pages

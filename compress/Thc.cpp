@@ -15,10 +15,20 @@
 
 namespace gradzip::compress {
 
+const char* const kThcNoTableAllReduce =
+    "the table variant is not offered with deployment: allreduce. An all-reduce forwards partial sums at every "
+    "hop, not b-bit table indices, so each field would have to carry table values on the g-grid: at least "
+    "ceil(log2(g+1)) > bits bits (5 for g = 30), before any headroom for the sum. With fields that wide the "
+    "uniform variant (q = that width) has at least as many evenly spaced levels; for g = 30 its 31 levels are "
+    "exactly the table's grid, and stochastic quantisation onto a superset of points never has larger variance. "
+    "The all-reduce form of the end-to-end-utility paper (sec. 3.2.2) quantises uniformly; use variant: uniform "
+    "(aggregation_bits adds headroom), or deployment: ps for the table";
+
 ThcOptions ThcOptions::fromYaml(YamlReader& r) {
   ThcOptions o;
   o.deployment = r.getEnum("deployment", o.deployment, {"ps", "allreduce"});
-  o.variant = r.getEnum("variant", o.variant, {"table", "uniform"});
+  o.variant = r.getEnum("variant", o.deployment == "ps" ? "table" : "uniform", {"table", "uniform"});
+  if (o.deployment == "allreduce" && o.variant == "table") r.fail("variant", kThcNoTableAllReduce);
   o.bits = static_cast<int>(r.getInt("bits", o.bits, 1, 16));
   o.granularity = static_cast<int>(r.getInt("granularity", o.granularity, 0, 4096));
   o.p = r.getDouble("p", o.p, 1e-9, 0.999);
@@ -31,7 +41,7 @@ ThcOptions ThcOptions::fromYaml(YamlReader& r) {
 
 void ThcOptions::toYaml(YAML::Node& node) const {
   node["deployment"] = deployment;
-  node["variant"] = variant;
+  node["variant"] = variant.empty() ? (deployment == "ps" ? "table" : "uniform") : variant;
   node["bits"] = bits;
   node["granularity"] = granularity;
   node["p"] = p;
@@ -41,7 +51,9 @@ void ThcOptions::toYaml(YAML::Node& node) const {
 }
 
 Thc::Thc(ThcOptions options) : options_(std::move(options)) {
+  if (options_.variant.empty()) options_.variant = options_.deployment == "allreduce" ? "uniform" : "table";
   const auto& o = options_;
+  if (o.deployment == "allreduce" && o.variant == "table") throw ConfigError(std::string("thc: ") + kThcNoTableAllReduce);
   GZ_CHECK(o.deployment == "ps" || o.deployment == "allreduce", "thc: deployment must be ps or allreduce, got '{}'",
            o.deployment);
   GZ_CHECK(o.variant == "table" || o.variant == "uniform", "thc: variant must be table or uniform, got '{}'",
@@ -55,7 +67,7 @@ Thc::Thc(ThcOptions options) : options_(std::move(options)) {
   } else {
     GZ_CHECK(o.bits >= 2 && o.bits <= 16,
              "thc: the allreduce deployment needs 2 <= bits <= 16 (signed saturating codes), got {}", o.bits);
-    // The allreduce form always quantises uniformly (§3.2.2); `variant` is ignored.
+    // The allreduce form quantises uniformly (end-to-end utility §3.2.2).
     GZ_CHECK(o.aggregationBits == 0 || (o.aggregationBits >= o.bits && o.aggregationBits <= 16),
              "thc: aggregation_bits must be 0 or in [bits = {}, 16], got {}", o.bits, o.aggregationBits);
   }
@@ -191,6 +203,10 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
 Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, "thc");
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
+  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
+    checkSameNumelAcrossRanks(x.numel(), ctx, "thc");
+    agreedNumel_ = x.numel();
+  }
   return options_.deployment == "ps" ? aggregatePs(x, ctx) : aggregateAllReduce(x, ctx);
 }
 

@@ -33,9 +33,15 @@
 
 namespace gradzip::compress {
 
+// Why the allreduce deployment offers no table variant (the ConfigError text).
+extern const char* const kThcNoTableAllReduce;
+
 struct ThcOptions {
   std::string deployment = "ps";  // "ps" | "allreduce"
-  std::string variant = "table";  // "table" | "uniform" (ps deployment)
+  // "table" | "uniform"; empty = the deployment's own (ps: table, allreduce:
+  // uniform). The allreduce deployment refuses "table" (ConfigError; see
+  // kThcNoTableAllReduce for why).
+  std::string variant;
   int bits = 4;                   // b: bits per coordinate sent
   // g for the table variant; 0 = from n: g = max(2^b−1, min(30, floor(255/n)))
   // keeps the downlink at 8 bits while it can (the paper scales g down with n).
@@ -94,6 +100,7 @@ class Thc : public Compressor {
 
   ThcOptions options_;
   double tp_;
+  int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
 };
 
 }  // namespace gradzip::compress

@@ -121,48 +121,6 @@ void selectTop(const std::vector<uint32_t>& keys, int width, int64_t j, std::vec
   GZ_ASSERT(static_cast<int64_t>(out.size()) == j, "topkc: selection found {} chunks, expected {}", out.size(), j);
 }
 
-// Squared L2 norm of every C-chunk of x[0, d) (the last one may be short), in
-// one pass that also decides whether x is finite (exponent-field maximum, as
-// compress/SimdKernels.cpp). 16 independent partial sums per chunk keep the
-// inner loop vectorisable without reassociation.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-bool chunkSquaredNorms(const float* __restrict x, int64_t d, int64_t C, float* __restrict sq) {
-  uint32_t mx[16] = {};
-  const int64_t nc = (d + C - 1) / C;
-  for (int64_t c = 0; c < nc; ++c) {
-    const float* p = x + c * C;
-    const int64_t len = std::min(C, d - c * C);
-    float acc[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= len; i += 16) {
-      for (int l = 0; l < 16; ++l) {
-        const float v = p[i + l];
-        uint32_t u;
-        std::memcpy(&u, &v, 4);
-        const uint32_t e = u & 0x7F800000u;
-        mx[l] = e > mx[l] ? e : mx[l];
-        acc[l] += v * v;
-      }
-    }
-    for (; i < len; ++i) {
-      const float v = p[i];
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      const uint32_t e = u & 0x7F800000u;
-      mx[0] = e > mx[0] ? e : mx[0];
-      acc[0] += v * v;
-    }
-    float s = 0;
-    for (int l = 0; l < 16; ++l) s += acc[l];
-    sq[c] = s;
-  }
-  uint32_t m = 0;
-  for (uint32_t v : mx) m = v > m ? v : m;
-  return m != 0x7F800000u;
-}
-
 // Float values [len] -> wire type, dividing by div first (div == 1: none).
 void toWire(const float* in, float div, at::ScalarType t, void* out, int64_t len) {
   switch (t) {
@@ -209,7 +167,7 @@ at::Tensor TopKC::selectChunks(const at::Tensor& sIn, int64_t j) {
 at::Tensor TopKC::wireNorms(const float* x, int64_t d, int n, at::Tensor& cache) {
   const int64_t nc = opts_.numChunks(d);
   sq_.resize(static_cast<size_t>(nc));
-  requireFinite(chunkSquaredNorms(x, d, opts_.chunk, sq_.data()), name());
+  requireFinite(simd::chunkSquaredNorms(x, d, opts_.chunk, sq_.data()), name());
   if (n > 1)
     for (auto& v : sq_) v /= static_cast<float>(n);  // keep the n-rank sum within range (as for fp16 values)
   if (opts_.norms != at::kFloat) {

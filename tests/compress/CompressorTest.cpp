@@ -70,6 +70,37 @@ TEST(Compressor, SizeMismatchAcrossRanksIsAClearError) {
   }
 }
 
+// The same guarantee for THC (both deployments), C_nat (both), natural
+// dithering, QSGD and GradiVeQ: without the check, THC's norm all-reduce and
+// C_nat's point-to-point shards would hang or read garbage on mismatched sizes.
+TEST(Compressor, SizeMismatchAcrossRanksIsAClearErrorForEveryCompressor) {
+  const std::vector<std::pair<std::string, std::string>> specs = {
+      {"thc", "{deployment: ps}"},
+      {"thc", "{deployment: allreduce, rotation_block_log2: 8}"},
+      {"cnat", "{deployment: ps}"},
+      {"cnat", "{deployment: allgather}"},
+      {"dnat", "{}"},
+      {"qsgd", "{}"},
+      {"gradiveq", "{warmup: 0}"},
+  };
+  for (const auto& [name, options] : specs) {
+    std::string error = "(no error)";
+    try {
+      testing::runRanks(
+          2,
+          [&](comm::Communicator& c) {
+            CtxHolder h(c, "engine");
+            auto comp = makeCompressor(name, options);
+            comp->aggregate(testing::gaussianInput(4096 + c.rank() * 64, c.rank(), 1), h.ctx);
+          },
+          std::chrono::seconds(5));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_THAT(error, HasSubstr("different sizes (coordinates by rank: 4096, 4160)")) << name << " " << options;
+  }
+}
+
 TEST(Compressor, AllReduceSumUsesThePlansCollectiveAndCountsBytes) {
   testing::runRanks(3, [](comm::Communicator& c) {
     for (const char* coll : {"engine", "ring", "tree", "ps"}) {

@@ -8,6 +8,7 @@
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace gradzip::compress {
@@ -136,6 +137,27 @@ TEST(Thc, RejectsBadInput) {
   o.bits = 1;
   EXPECT_THROW(Thc{o}, UserError);
   EXPECT_THROW(makeCompressor("thc", "{bits: 4, granularty: 3}"), ConfigError);
+}
+
+// The allreduce form quantises uniformly (end-to-end utility §3.2.2): asking
+// for the table there is a ConfigError that says why, from YAML (naming the
+// key) and from code; leaving the variant out picks each deployment's own.
+TEST(Thc, AllReduceRefusesTheTableVariantWithAReason) {
+  try {
+    makeCompressor("thc", "{deployment: allreduce, variant: table}");
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("variant"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("partial sums"));
+  }
+  ThcOptions o;
+  o.deployment = "allreduce";
+  o.variant = "table";
+  EXPECT_THROW(Thc{o}, ConfigError);
+  o.variant = "";
+  EXPECT_EQ(Thc{o}.options().variant, "uniform");
+  EXPECT_EQ(Thc{ThcOptions{}}.options().variant, "table");
+  EXPECT_NO_THROW(makeCompressor("thc", "{deployment: allreduce, variant: uniform}"));
 }
 
 TEST(Thc, FactoryBuildsBothDeployments) {

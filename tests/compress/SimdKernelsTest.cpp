@@ -1,0 +1,139 @@
+// Tests compress/SimdKernels.{h,cpp} and the vectorised codecs built on it
+// against scalar references: the fused casts equal at::Tensor::to() bit for bit
+// (every length from 0 to 70, so vector bodies and scalar tails both run), a
+// single NaN or Inf at any position is detected, reusable buffers are never
+// handed out while a caller holds them, chunk norms equal the plain sums of
+// squares, and C_nat's vectorised encoder/decoder equal naturalEncode /
+// naturalDecode element by element.
+#include "compress/SimdKernels.h"
+
+#include "comm/LocalCommunicator.h"
+#include "compress/CounterRng.h"
+#include "compress/Factory.h"
+#include "compress/NaturalCompression.h"
+#include "tests/compress/AggregateHarness.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace gradzip::compress {
+namespace {
+
+// Log-normal magnitudes over many decades (including fp16 subnormals and
+// overflow), random signs.
+at::Tensor wideInput(int64_t n, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor mag = at::randn({n}, gen, at::kFloat).mul_(6.0).exp_();
+  at::Tensor sign = at::randint(0, 2, {n}, gen, at::kFloat).mul_(2).sub_(1);
+  return mag.mul_(sign);
+}
+
+TEST(SimdKernels, CastsEqualATenBitForBit) {
+  for (int64_t n = 0; n <= 70; ++n) {
+    const at::Tensor x = wideInput(n, 100 + n);
+    for (float div : {1.0f, 3.0f}) {
+      at::Tensor h = at::empty({n}, at::kHalf), b = at::empty({n}, at::kBFloat16);
+      EXPECT_TRUE(simd::floatToHalf(x.data_ptr<float>(), div, h.data_ptr<c10::Half>(), n));
+      EXPECT_TRUE(simd::floatToBf16(x.data_ptr<float>(), div, b.data_ptr<c10::BFloat16>(), n));
+      EXPECT_TRUE(testing::bitEqual(h, x.div(div).to(at::kHalf))) << n << " " << div;
+      EXPECT_TRUE(testing::bitEqual(b, x.div(div).to(at::kBFloat16))) << n << " " << div;
+      for (float mul : {1.0f, 3.0f}) {
+        at::Tensor fh = at::empty({n}, at::kFloat), fb = at::empty({n}, at::kFloat);
+        simd::halfToFloat(h.data_ptr<c10::Half>(), mul, fh.data_ptr<float>(), n);
+        simd::bf16ToFloat(b.data_ptr<c10::BFloat16>(), mul, fb.data_ptr<float>(), n);
+        EXPECT_TRUE(testing::bitEqual(fh, h.to(at::kFloat).mul_(mul))) << n;
+        EXPECT_TRUE(testing::bitEqual(fb, b.to(at::kFloat).mul_(mul))) << n;
+      }
+    }
+  }
+}
+
+TEST(SimdKernels, NonFiniteIsFoundAtEveryPosition) {
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  const int64_t n = 53;  // three 16-wide bodies and a tail
+  std::vector<float> sq(n);  // room for C = 5
+  for (float v : bad)
+    for (int64_t pos = 0; pos < n; ++pos) {
+      at::Tensor x = wideInput(n, 7);
+      x[pos] = v;
+      const float* p = x.data_ptr<float>();
+      at::Tensor h = at::empty({n}, at::kHalf), b = at::empty({n}, at::kBFloat16), f = at::empty({n}, at::kFloat);
+      EXPECT_FALSE(simd::allFinite(p, n)) << pos;
+      EXPECT_FALSE(simd::floatToHalf(p, 1.0f, h.data_ptr<c10::Half>(), n)) << pos;
+      EXPECT_FALSE(simd::floatToHalf(p, 2.0f, h.data_ptr<c10::Half>(), n)) << pos;
+      EXPECT_FALSE(simd::floatToBf16(p, 1.0f, b.data_ptr<c10::BFloat16>(), n)) << pos;
+      EXPECT_FALSE(simd::copyFinite(p, f.data_ptr<float>(), n)) << pos;
+      EXPECT_FALSE(simd::chunkSquaredNorms(p, n, 16, sq.data())) << pos;
+      EXPECT_FALSE(simd::chunkSquaredNorms(p, n, 5, sq.data())) << pos;
+    }
+  // The largest finite float is finite.
+  at::Tensor x = at::full({33}, std::numeric_limits<float>::max());
+  EXPECT_TRUE(simd::allFinite(x.data_ptr<float>(), 33));
+}
+
+TEST(SimdKernels, ChunkNormsAreSumsOfSquares) {
+  for (int64_t C : {16, 64, 5}) {
+    const int64_t d = 1000;  // not a multiple of C: a short last chunk
+    const at::Tensor x = testing::gaussianInput(d, 0, 3);
+    std::vector<float> sq((d + C - 1) / C);
+    ASSERT_TRUE(simd::chunkSquaredNorms(x.data_ptr<float>(), d, C, sq.data()));
+    for (size_t c = 0; c < sq.size(); ++c) {
+      const int64_t start = static_cast<int64_t>(c) * C, len = std::min(C, d - start);
+      const double exact = x.narrow(0, start, len).to(at::kDouble).square().sum().item<double>();
+      // float sum of at most 64 positive terms: relative error <= 64·2^-24
+      EXPECT_NEAR(sq[c], exact, exact * 64 * std::ldexp(1.0, -24) + 1e-30) << C << " " << c;
+    }
+  }
+}
+
+TEST(SimdKernels, ReusableBufferIsNeverSharedWithAHolder) {
+  at::Tensor cache;
+  at::Tensor a = simd::reusableBuffer(cache, 100, at::kFloat);
+  void* first = a.data_ptr();
+  at::Tensor b = simd::reusableBuffer(cache, 100, at::kFloat);  // a is still held
+  EXPECT_NE(b.data_ptr(), first);
+  at::Tensor view = b.narrow(0, 10, 5);  // a view keeps b's storage alive
+  void* second = b.data_ptr();
+  b = at::Tensor();
+  at::Tensor c = simd::reusableBuffer(cache, 100, at::kFloat);
+  EXPECT_NE(c.data_ptr(), second);
+  void* third = c.data_ptr();
+  c = at::Tensor();
+  at::Tensor d = simd::reusableBuffer(cache, 100, at::kFloat);  // nobody holds it: reused
+  EXPECT_EQ(d.data_ptr(), third);
+  EXPECT_EQ(simd::reusableBuffer(cache, 50, at::kFloat).numel(), 50);  // other size: fresh
+}
+
+// The vectorised C_nat codec equals the scalar definition code by code, in
+// both variants, including values below 2^-50, above 2^10, zeros and a tail.
+TEST(SimdKernels, NaturalCompressionCodecEqualsScalarDefinition) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  ctx.seed = 9;
+  const int64_t n = 4099;
+  at::Tensor x = wideInput(n, 11).mul_(1e-9);  // spreads over 2^-80 .. 2^-10
+  x.narrow(0, 0, 200).mul_(1e14);              // some above 2^10 (clipped)
+  x[5] = 0.0f;
+  x[6] = -0.0f;
+  for (const char* opts : {"{deterministic: false}", "{deterministic: true}"}) {
+    auto c = makeCompressor("cnat", opts);
+    Payload p = c->encode(x, ctx);
+    const bool stochastic = std::string(opts).find("false") != std::string::npos;
+    const uint8_t* codes = p.tensors[0].data_ptr<uint8_t>();
+    const float* xs = x.data_ptr<float>();
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < n; ++i)
+      mismatches += codes[i] != naturalEncode(xs[i], randomBits(ctx.privateSeed(), i), stochastic);
+    EXPECT_EQ(mismatches, 0) << opts;
+    at::Tensor y = c->decode(p, n, ctx);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += y[i].item<float>() != naturalDecode(codes[i]);
+    EXPECT_EQ(wrong, 0) << opts;
+  }
+}
+
+}  // namespace
+}  // namespace gradzip::compress
