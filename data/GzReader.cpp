@@ -26,6 +26,8 @@ GzReader::~GzReader() {
   if (file_) gzclose(static_cast<gzFile>(file_));
 }
 
+bool GzReader::compressed() const { return gzdirect(static_cast<gzFile>(file_)) == 0; }
+
 size_t GzReader::read(void* buf, size_t n) {
   auto* out = static_cast<char*>(buf);
   size_t done = 0;

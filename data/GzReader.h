@@ -21,6 +21,9 @@ class GzReader {
   // at the end of the data. A corrupt or truncated gzip stream throws UserError
   // naming the file, the decompressed byte offset and zlib's message.
   size_t read(void* buf, size_t n);
+  // True for gzip data, false for a plain file read through unchanged; known
+  // only after the first read().
+  bool compressed() const;
   // Decompressed bytes consumed so far.
   int64_t offset() const { return offset_; }
   const std::string& path() const { return path_; }
@@ -30,6 +33,11 @@ class GzReader {
   void* file_ = nullptr;  // gzFile
   int64_t offset_ = 0;
 };
+
+// Deflate's largest expansion, 1032:1 (zlib's technical notes): a gzip file of n
+// bytes decompresses to at most n * kMaxGzipRatio bytes. Readers check sizes
+// declared in a header against it before allocating.
+inline constexpr int64_t kMaxGzipRatio = 1032;
 
 // The whole decompressed content of `path` (gzip or plain).
 std::string readGzFile(const std::string& path);

@@ -6,6 +6,9 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <filesystem>
+
 namespace gradzip::data {
 namespace {
 
@@ -44,14 +47,35 @@ IdxArray readIdx(const std::string& path) {
   for (int i = 0; i < ndims; ++i) {
     int64_t d = bigEndian32(header + 4 * i);
     out.dims.push_back(d);
+  }
+  // The product of the non-zero dimensions bounds every stride of the tensor
+  // (at::empty fails on strides past int64 even when a zero dimension leaves it
+  // empty). 2^40 is far past any dataset; checking before multiplying keeps the
+  // product from overflowing.
+  int64_t extent = 1;
+  for (int64_t d : out.dims) {
+    const int64_t f = std::max<int64_t>(d, 1);
+    GZ_CHECK(extent <= (int64_t(1) << 40) / f, "{}: wrong dimensions {}: implausibly large", path, out.dims);
+    extent *= f;
     total *= d;
-    // 2^40 elements is far past any dataset; it also keeps `total` from overflowing.
-    GZ_CHECK(total <= (int64_t(1) << 40), "{}: wrong dimensions {}: implausibly large", path, out.dims);
+  }
+  // Check the declared size against what the file can hold before allocating it: a
+  // corrupt header must not make us reserve terabytes.
+  const int64_t headerBytes = 4 + 4 * ndims;
+  const auto fileBytes = int64_t(std::filesystem::file_size(path));
+  if (in.compressed()) {
+    GZ_CHECK(total <= fileBytes * kMaxGzipRatio,
+             "{}: wrong dimensions {}: they need {} data bytes, more than a {}-byte gzip file can hold "
+             "(corrupt header or truncated file)",
+             path, out.dims, total, fileBytes);
+  } else {
+    GZ_CHECK(headerBytes + total <= fileBytes,
+             "{}: truncated at byte {}: dimensions {} need {} data bytes after the {}-byte header ({} bytes in all)",
+             path, fileBytes, out.dims, total, headerBytes, headerBytes + total);
   }
 
   out.data = at::empty(out.dims, at::kByte);
   got = in.read(out.data.data_ptr<uint8_t>(), size_t(total));
-  int64_t headerBytes = 4 + 4 * ndims;
   GZ_CHECK(int64_t(got) == total,
            "{}: truncated at byte {}: dimensions {} need {} data bytes after the {}-byte header ({} bytes in all)",
            path, headerBytes + int64_t(got), out.dims, total, headerBytes, headerBytes + total);

@@ -101,6 +101,37 @@ TEST(Idx, CorruptGzipStreamIsReported) {
   EXPECT_THAT(errorOf(flipped), HasSubstr(flipped));
 }
 
+// Regression (found by tests/fuzz IdxFuzz): dimensions whose product overflows
+// int64 were multiplied before the size check (UBSan: signed overflow).
+TEST(Idx, DimensionsWhoseProductOverflowsAreRefused) {
+  gradzip::testing::TempDir dir;
+  std::string path = dir.path() + "/overflow";
+  writeFile(path, idxBytes({0xffffffffu, 0xffffffffu, 0xffffffffu}, {}));
+  EXPECT_THAT(errorOf(path), AllOf(HasSubstr(path), HasSubstr("wrong dimensions [4294967295, 4294967295"),
+                                   HasSubstr("implausibly large")));
+  // The fuzzer's input: a zero dimension made the element count 0, but the other
+  // two overflowed at::empty's stride computation (an uncaught c10::Error).
+  std::string zero = dir.path() + "/zero-dim";
+  writeFile(zero, idxBytes({0, 0xffffffffu, 0xff000000u}, {0, 0, 0, 0x1c, 0, 0, 0, 0x1c}));
+  EXPECT_THAT(errorOf(zero), AllOf(HasSubstr(zero), HasSubstr("wrong dimensions [0, 4294967295, 4278190080]"),
+                                   HasSubstr("implausibly large")));
+}
+
+// Regression (tests/fuzz IdxFuzz): a corrupt header allocated the size it declared
+// (up to 2^40 bytes) before reading a byte of data. It is now checked against
+// what the file can hold: exactly for a plain file, at most 1032x for gzip.
+TEST(Idx, DeclaredSizeIsCheckedAgainstTheFileBeforeAllocating) {
+  gradzip::testing::TempDir dir;
+  std::string plain = dir.path() + "/plain";
+  writeFile(plain, idxBytes({1u << 20, 1u << 19}, ramp(10)));  // 2^39 bytes declared, 10 present
+  EXPECT_THAT(errorOf(plain), AllOf(HasSubstr(plain), HasSubstr("truncated at byte 22"),
+                                    HasSubstr("549755813888 data bytes")));
+  std::string gz = dir.path() + "/small.gz";
+  writeGz(gz, idxBytes({1u << 20, 1u << 19}, ramp(10)));
+  EXPECT_THAT(errorOf(gz), AllOf(HasSubstr(gz), HasSubstr("wrong dimensions [1048576, 524288]"),
+                                 HasSubstr("more than a"), HasSubstr("-byte gzip file can hold")));
+}
+
 TEST(Idx, MissingFile) {
   EXPECT_THAT(errorOf("/nonexistent/x.gz"), HasSubstr("/nonexistent/x.gz: no such file"));
 }
