@@ -1,5 +1,6 @@
 // Implements data/ImageFolder.h: list files in a deterministic order, then decode
-// and resize them in parallel straight into the output tensor.
+// and resize them in parallel straight into the output tensor; bound what a
+// corrupt image header can make OpenCV allocate.
 #include "data/ImageFolder.h"
 
 #include "util/Error.h"
@@ -10,8 +11,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -32,10 +38,90 @@ bool isImage(const fs::path& p) {
   return std::find(exts.begin(), exts.end(), ext) != exts.end();
 }
 
-// Decodes one image into `dst` (height x width x channels bytes).
-void decodeInto(const Item& item, const ImageFolderOptions& o, uint8_t* dst) {
-  cv::Mat img = cv::imread(item.path, o.channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-  GZ_CHECK(!img.empty(), "{}: cannot decode image (corrupt, truncated or not a format OpenCV reads)", item.path);
+// The decoded-size bound of decodeImage. OpenCV allocates its output through the
+// allocator of the cv::Mat passed to cv::imdecode, but Mat::create falls back to
+// the default allocator when a custom one throws, so a bound that holds has to be
+// the default allocator. This one is installed once, at static initialisation
+// (before any thread runs), and only forwards to OpenCV's standard allocator,
+// except on a thread inside decodeImage, where a single allocation above the
+// bound throws ImageTooLarge instead.
+struct ImageTooLarge {
+  size_t bytes;
+};
+
+thread_local size_t tDecodeLimit = 0;  // 0: no bound on this thread
+
+class BoundedMatAllocator final : public cv::MatAllocator {
+ public:
+  cv::UMatData* allocate(int dims, const int* sizes, int type, void* data, size_t* step, cv::AccessFlag flags,
+                         cv::UMatUsageFlags usage) const override {
+    if (tDecodeLimit != 0 && data == nullptr) {
+      // The product saturates at the limit, so overflow cannot wrap it back under.
+      size_t bytes = CV_ELEM_SIZE(type);
+      for (int i = 0; i < dims; ++i) {
+        size_t d = size_t(std::max(sizes[i], 0));
+        bytes = d != 0 && bytes > tDecodeLimit / d ? tDecodeLimit + 1 : bytes * d;
+      }
+      if (bytes > tDecodeLimit) throw ImageTooLarge{bytes};
+    }
+    return std_->allocate(dims, sizes, type, data, step, flags, usage);
+  }
+  bool allocate(cv::UMatData* data, cv::AccessFlag flags, cv::UMatUsageFlags usage) const override {
+    return std_->allocate(data, flags, usage);
+  }
+  // Not reached for data allocated above (the standard allocator owns it), kept for completeness.
+  void deallocate(cv::UMatData* data) const override { std_->deallocate(data); }
+
+ private:
+  cv::MatAllocator* std_ = cv::Mat::getStdAllocator();
+};
+
+// Never destroyed: cv::Mat may allocate through it until the process ends.
+const bool kBoundedAllocatorInstalled = [] {
+  cv::Mat::setDefaultAllocator(new BoundedMatAllocator);
+  return true;
+}();
+
+class DecodeLimit {
+ public:
+  explicit DecodeLimit(size_t bytes) { tDecodeLimit = bytes; }
+  ~DecodeLimit() { tDecodeLimit = 0; }
+  DecodeLimit(const DecodeLimit&) = delete;
+  DecodeLimit& operator=(const DecodeLimit&) = delete;
+};
+
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GZ_CHECK(in.good(), "{}: cannot open image: {}", path, std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  GZ_CHECK(!in.bad(), "{}: cannot read image: {}", path, std::strerror(errno));
+  return bytes;
+}
+
+}  // namespace
+
+void decodeImage(std::string_view bytes, const std::string& name, const ImageFolderOptions& o, uint8_t* dst) {
+  GZ_CHECK(!bytes.empty(), "{}: cannot decode image: the file is empty", name);
+  GZ_CHECK(bytes.size() <= size_t(INT_MAX), "{}: cannot decode image: {} bytes, more than the 2 GiB OpenCV decodes",
+           name, bytes.size());
+  cv::Mat img;
+  {
+    GZ_ASSERT(kBoundedAllocatorInstalled);
+    DecodeLimit limit{size_t(kMaxDecodedImageBytes)};
+    // A header over the caller's bytes (imdecode only reads them).
+    const cv::Mat buf(1, int(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
+    try {
+      img = cv::imdecode(buf, o.channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+    } catch (const ImageTooLarge& e) {
+      GZ_CHECK(false, "{}: cannot decode image: its header declares {} MiB of pixels, more than the {} MiB "
+               "limit for one image (corrupt header, or an image far larger than a dataset needs)",
+               name, e.bytes >> 20, kMaxDecodedImageBytes >> 20);
+    } catch (const cv::Exception& e) {
+      // OpenCV's own header checks (e.g. width over 2^20) throw past imdecode.
+      GZ_CHECK(false, "{}: cannot decode image: {}", name, e.err);
+    }
+  }
+  GZ_CHECK(!img.empty(), "{}: cannot decode image (corrupt, truncated or not a format OpenCV reads)", name);
   if (o.channels == 3) cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
   cv::Mat out(int(o.height), int(o.width), o.channels == 1 ? CV_8UC1 : CV_8UC3, dst);
   // INTER_AREA averages when shrinking (no aliasing); INTER_LINEAR when enlarging.
@@ -43,8 +129,6 @@ void decodeInto(const Item& item, const ImageFolderOptions& o, uint8_t* dst) {
   cv::resize(img, out, out.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
   GZ_ASSERT(out.data == dst, "cv::resize reallocated the destination");
 }
-
-}  // namespace
 
 const std::vector<std::string>& imageExtensions() {
   static const std::vector<std::string> exts = {".png", ".jpg", ".jpeg", ".bmp", ".tif",
@@ -94,7 +178,8 @@ ImageData loadImageFolder(const std::string& root, const ImageFolderOptions& o) 
   auto work = [&] {
     for (int64_t i; (i = next.fetch_add(1)) < n;) {
       try {
-        decodeInto(items[size_t(i)], o, pixels + i * imageBytes);
+        const Item& item = items[size_t(i)];
+        decodeImage(readBytes(item.path), item.path, o, pixels + i * imageBytes);
         labels[i] = items[size_t(i)].label;
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);

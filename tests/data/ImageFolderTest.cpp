@@ -12,6 +12,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include <filesystem>
+#include <vector>
 
 namespace gradzip::data {
 namespace {
@@ -81,6 +82,36 @@ TEST(ImageFolder, UnreadableImageNamesTheFile) {
   writeFile(tmp.path() + "/zebra/broken.png", "\x89PNG garbage");
   EXPECT_THAT(errorOf(tmp.path(), {6, 8, 3, 2, {}}),
               AllOf(HasSubstr(tmp.path() + "/zebra/broken.png"), HasSubstr("cannot decode image")));
+}
+
+// Regression (tests/fuzz ImageFuzz): OpenCV allocates the size a header declares
+// before reading pixels; a 20-byte PGM claiming 20000x20000 made it reserve 1.2 GB.
+// decodeImage refuses such an allocation (kMaxDecodedImageBytes).
+TEST(ImageFolder, HeaderDeclaringAHugeImageIsRefusedBeforeDecoding) {
+  ImageFolderOptions o{4, 4, 3, 1, {}};
+  std::vector<uint8_t> dst(4 * 4 * 3);
+  try {
+    decodeImage("P5\n20000 20000\n255\n\x01\x02", "huge.pgm", o, dst.data());
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("huge.pgm: cannot decode image"), HasSubstr("1144 MiB of pixels"),
+                                HasSubstr("more than the 256 MiB limit")));
+  }
+}
+
+// Regression (tests/fuzz ImageFuzz): OpenCV's own header limits (width over 2^20)
+// throw a cv::Exception past imdecode, which escaped the reader; an empty file
+// tripped an assertion inside imdecode.
+TEST(ImageFolder, OpenCvRefusalsAndEmptyFilesAreUserErrors) {
+  gradzip::testing::TempDir tmp;
+  writeFolder(tmp.path());
+  writeFile(tmp.path() + "/ant/wide.pgm", std::string("P5\n2000000 1\n255\n") + std::string(64, '\x7f'));
+  EXPECT_THAT(errorOf(tmp.path(), {6, 8, 3, 2, {}}),
+              AllOf(HasSubstr(tmp.path() + "/ant/wide.pgm: cannot decode image"), HasSubstr("width")));
+  std::filesystem::remove(tmp.path() + "/ant/wide.pgm");
+  writeFile(tmp.path() + "/zebra/empty.jpg", "");
+  EXPECT_THAT(errorOf(tmp.path(), {6, 8, 3, 2, {}}),
+              HasSubstr(tmp.path() + "/zebra/empty.jpg: cannot decode image: the file is empty"));
 }
 
 TEST(ImageFolder, EmptyOrMissingRootAndUnknownClass) {
