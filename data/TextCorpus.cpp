@@ -69,13 +69,10 @@ std::string wikiTextFile(const fs::path& dir, TextSplit split) {
   return {};
 }
 
-std::string readText(const std::string& path) {
-  if (endsWith(path, ".gz")) return readGzFile(path);
-  GzReader in(path);  // gzread passes plain files through unchanged
-  std::string out(fs::file_size(path), '\0');
-  out.resize(in.read(out.data(), out.size()));
-  return out;
-}
+// The whole text of `path`. zlib decides by content, whatever the name: a plain file
+// passes through unchanged and gzip data is decompressed in full (never cut to the
+// file's compressed size).
+std::string readText(const std::string& path) { return readGzFile(path); }
 
 }  // namespace
 
@@ -129,8 +126,9 @@ TextCorpus TextCorpus::load(const std::vector<std::string>& paths, TextSplit spl
   // Files (not WikiText splits) are held out by index, so train and valid never share a document.
   if (files.size() == 1) {
     std::vector<std::string> lines = splitLines(readText(files[0]));
+    // At least one line for training; an empty file leaves both splits empty (an error below).
     auto cut = size_t(double(lines.size()) * (1.0 - kSingleDocValidShare));
-    cut = std::clamp<size_t>(cut, 1, lines.size());
+    cut = std::min(std::max<size_t>(cut, 1), lines.size());
     std::string doc;
     for (size_t i = (split == TextSplit::kTrain ? 0 : cut); i < (split == TextSplit::kTrain ? cut : lines.size()); ++i)
       doc += lines[i] + '\n';

@@ -31,8 +31,8 @@ std::string defaultTextCorpusPath();
 class TextCorpus {
  public:
   // Gathers the `split` documents of every path (file or directory, in the given
-  // order; directory contents sorted). Files whose name ends in ".gz" are
-  // decompressed. Throws UserError naming the path for a missing path, an
+  // order; directory contents sorted). Gzip files are decompressed (zlib
+  // recognises them by content). Throws UserError naming the path for a missing path, an
   // unreadable or corrupt file, or a corpus without any text.
   static TextCorpus load(const std::vector<std::string>& paths, TextSplit split,
                          const std::vector<std::string>& extensions = defaultTextExtensions());

@@ -108,6 +108,36 @@ TEST(TextCorpus, ErrorsNameThePath) {
   EXPECT_THAT(errorOf({tmp.path()}), AllOf(HasSubstr("0bad.rst.gz"), HasSubstr("corrupt or truncated gzip")));
 }
 
+// Regression (tests/fuzz TextFuzz): an empty single-file corpus read lines[0] of
+// an empty vector (std::clamp with lo > hi) and crashed.
+TEST(TextCorpus, EmptySingleFileIsAnError) {
+  gradzip::testing::TempDir tmp;
+  std::string path = tmp.path() + "/empty.txt";
+  writeFile(path, "");
+  for (auto split : {TextSplit::kTrain, TextSplit::kValid}) {
+    try {
+      TextCorpus::load({path}, split);
+      ADD_FAILURE() << "an empty file loaded";
+    } catch (const UserError& e) {
+      EXPECT_THAT(e.what(), AllOf(HasSubstr(path), HasSubstr("split of the text corpus is empty")));
+    }
+  }
+}
+
+// Regression (tests/fuzz TextFuzz): gzip data in a file not named .gz was
+// decompressed into a buffer of the file's compressed size and silently cut.
+TEST(TextCorpus, GzipDataUnderAnyNameIsReadWhole) {
+  gradzip::testing::TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "line " + std::to_string(i) + " of a very compressible text\n";
+  std::string path = tmp.path() + "/notes.txt";
+  writeGz(path, text);
+  ASSERT_LT(std::filesystem::file_size(path), text.size() / 4);
+  TextCorpus train = TextCorpus::load({path}, TextSplit::kTrain);
+  TextCorpus valid = TextCorpus::load({path}, TextSplit::kValid);
+  EXPECT_EQ(train.documents().at(0) + valid.documents().at(0), text);
+}
+
 }  // namespace
 }  // namespace gradzip::data
 
