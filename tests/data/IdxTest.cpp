@@ -101,7 +101,7 @@ TEST(Idx, CorruptGzipStreamIsReported) {
   EXPECT_THAT(errorOf(flipped), HasSubstr(flipped));
 }
 
-// Regression (found by tests/fuzz IdxFuzz): dimensions whose product overflows
+// Regression (review while writing tests/fuzz IdxFuzz): dimensions whose product overflows
 // int64 were multiplied before the size check (UBSan: signed overflow).
 TEST(Idx, DimensionsWhoseProductOverflowsAreRefused) {
   gradzip::testing::TempDir dir;
@@ -117,7 +117,7 @@ TEST(Idx, DimensionsWhoseProductOverflowsAreRefused) {
                                    HasSubstr("implausibly large")));
 }
 
-// Regression (tests/fuzz IdxFuzz): a corrupt header allocated the size it declared
+// Regression (review for tests/fuzz IdxFuzz): a corrupt header allocated the size it declared
 // (up to 2^40 bytes) before reading a byte of data. It is now checked against
 // what the file can hold: exactly for a plain file, at most 1032x for gzip.
 TEST(Idx, DeclaredSizeIsCheckedAgainstTheFileBeforeAllocating) {

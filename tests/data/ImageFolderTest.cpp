@@ -84,7 +84,7 @@ TEST(ImageFolder, UnreadableImageNamesTheFile) {
               AllOf(HasSubstr(tmp.path() + "/zebra/broken.png"), HasSubstr("cannot decode image")));
 }
 
-// Regression (tests/fuzz ImageFuzz): OpenCV allocates the size a header declares
+// Regression (review for tests/fuzz ImageFuzz): OpenCV allocates the size a header declares
 // before reading pixels; a 20-byte PGM claiming 20000x20000 made it reserve 1.2 GB.
 // decodeImage refuses such an allocation (kMaxDecodedImageBytes).
 TEST(ImageFolder, HeaderDeclaringAHugeImageIsRefusedBeforeDecoding) {
@@ -99,7 +99,7 @@ TEST(ImageFolder, HeaderDeclaringAHugeImageIsRefusedBeforeDecoding) {
   }
 }
 
-// Regression (tests/fuzz ImageFuzz): OpenCV's own header limits (width over 2^20)
+// Regression (review for tests/fuzz ImageFuzz): OpenCV's own header limits (width over 2^20)
 // throw a cv::Exception past imdecode, which escaped the reader; an empty file
 // tripped an assertion inside imdecode.
 TEST(ImageFolder, OpenCvRefusalsAndEmptyFilesAreUserErrors) {

@@ -108,7 +108,7 @@ TEST(TextCorpus, ErrorsNameThePath) {
   EXPECT_THAT(errorOf({tmp.path()}), AllOf(HasSubstr("0bad.rst.gz"), HasSubstr("corrupt or truncated gzip")));
 }
 
-// Regression (tests/fuzz TextFuzz): an empty single-file corpus read lines[0] of
+// Regression (review for tests/fuzz TextFuzz): an empty single-file corpus read lines[0] of
 // an empty vector (std::clamp with lo > hi) and crashed.
 TEST(TextCorpus, EmptySingleFileIsAnError) {
   gradzip::testing::TempDir tmp;
@@ -124,7 +124,7 @@ TEST(TextCorpus, EmptySingleFileIsAnError) {
   }
 }
 
-// Regression (tests/fuzz TextFuzz): gzip data in a file not named .gz was
+// Regression (review for tests/fuzz TextFuzz): gzip data in a file not named .gz was
 // decompressed into a buffer of the file's compressed size and silently cut.
 TEST(TextCorpus, GzipDataUnderAnyNameIsReadWhole) {
   gradzip::testing::TempDir tmp;
