@@ -3,6 +3,7 @@
 
 #include "compress/BitPack.h"
 #include "compress/CounterRng.h"
+#include "compress/ShardedExchange.h"
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>
@@ -13,6 +14,9 @@
 #include <limits>
 
 namespace gradzip::compress {
+namespace {
+constexpr int kDitheringTag = 0x4454;  // ps: this tag and the next (psExchange); ring: the two after
+}  // namespace
 
 double parseNormOrder(const std::string& text, const std::string& who) {
   if (text == "inf") return std::numeric_limits<double>::infinity();
@@ -28,8 +32,10 @@ double parseNormOrder(const std::string& text, const std::string& who) {
   return p;
 }
 
-Dithering::Dithering(std::string name, std::vector<float> levels, double pNorm)
-    : name_(std::move(name)), levels_(std::move(levels)), pNorm_(pNorm) {
+Dithering::Dithering(std::string name, std::vector<float> levels, double pNorm, std::string deployment)
+    : name_(std::move(name)), levels_(std::move(levels)), pNorm_(pNorm), deployment_(std::move(deployment)) {
+  GZ_CHECK(deployment_ == "allgather" || deployment_ == "ps" || deployment_ == "ring",
+           "{}: deployment must be allgather, ps or ring, got '{}'", name_, deployment_);
   GZ_CHECK(levels_.size() >= 2 && levels_.front() == 0.0f && levels_.back() == 1.0f,
            "{}: levels must run from 0 to 1", name_);
   for (size_t j = 0; j + 1 < levels_.size(); ++j)
@@ -47,15 +53,19 @@ Capabilities Dithering::capabilities() const {
   c.summable = false;
   c.needsSharedSeed = false;
   c.unbiased = true;
-  c.collectives = {"allgather"};
+  c.collectives = {"allgather", "ps", "ring"};
   return c;
 }
 
 int64_t Dithering::messageBytes(int64_t d) const { return 4 + packedBytes(d, codeBits_); }
 
-double Dithering::bitsPerCoordinate(int64_t d, int) const {
+double Dithering::bitsPerCoordinate(int64_t d, int n) const {
   GZ_CHECK(d > 0, "{}: bitsPerCoordinate needs d > 0", name_);
-  return 8.0 * static_cast<double>(messageBytes(d)) / static_cast<double>(d);
+  if (deployment_ == "allgather" || n <= 1) return 8.0 * static_cast<double>(messageBytes(d)) / static_cast<double>(d);
+  const auto off = shardOffsets(d, n);
+  int64_t bytes = 0;
+  for (int j = 0; j < n; ++j) bytes += messageBytes(off[j + 1] - off[j]);
+  return 8.0 * static_cast<double>(bytes) / static_cast<double>(d);
 }
 
 float Dithering::normOf(const at::Tensor& x) const {
@@ -133,9 +143,119 @@ Aggregated Dithering::aggregate(const at::Tensor& x, Context& ctx) {
     checkSameNumelAcrossRanks(x.numel(), ctx, name_);
     agreedNumel_ = x.numel();
   }
-  GZ_CHECK(ctx.collectiveName == "engine" || ctx.collectiveName == "allgather",
-           "{}: collective '{}' is not supported (each worker has its own norm; use allgather)", name_,
-           ctx.collectiveName);
+  std::string how = deployment_;
+  if (ctx.collectiveName == "ps" || ctx.collectiveName == "allgather" || ctx.collectiveName == "ring")
+    how = ctx.collectiveName;
+  GZ_CHECK(ctx.collectiveName == "engine" || ctx.collectiveName == how,
+           "{}: collective '{}' is not supported (each worker has its own norm, so partial sums cannot be "
+           "added in the compressed domain; use allgather, ps or ring)",
+           name_, ctx.collectiveName);
+  if (how == "ps") return aggregatePs(x, ctx);
+  if (how == "ring") return aggregateRing(x, ctx);
+  return aggregateAllGather(x, ctx);
+}
+
+Aggregated Dithering::aggregateRing(const at::Tensor& xIn, Context& ctx) {
+  const int n = ctx.comm.size(), me = ctx.comm.rank();
+  const auto x = xIn.cpu().contiguous();
+  const int64_t d = x.numel();
+  const auto off = shardOffsets(d, n);
+  auto seg = [&](int j) { return x.narrow(0, off[j], off[j + 1] - off[j]); };
+  auto len = [&](int j) { return off[j + 1] - off[j]; };
+  auto mod = [n](int v) { return ((v % n) + n) % n; };
+  const int next = mod(me + 1), prev = mod(me - 1);
+  std::vector<at::Tensor> msg(n);  // the current message of each segment this rank holds
+  at::Tensor ownDecoded;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    msg[me] = encodeMessage(seg(me), deriveSeed(ctx.privateSeed(), 0));
+    ownDecoded = decodeMessage(msg[me], len(me));
+  }
+  int64_t sent = 0;
+  // Reduce-scatter: at hop k send segment me − k, receive segment me − k − 1,
+  // decode it, add this rank's own part in float and dither the sum again.
+  for (int k = 0; k + 1 < n; ++k) {
+    const int out = mod(me - k), in = mod(me - k - 1);
+    at::Tensor incoming = at::empty({messageBytes(len(in))}, at::kByte);
+    {
+      ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+      std::vector<comm::Work> works{ctx.comm.recv(incoming, prev, kDitheringTag + 2),
+                                    ctx.comm.send(msg[out], next, kDitheringTag + 2)};
+      comm::waitAll(works);
+      sent += msg[out].numel();
+    }
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    const at::Tensor partial = decodeMessage(incoming, len(in)).add_(seg(in));
+    msg[in] = encodeMessage(partial, deriveSeed(ctx.privateSeed(), static_cast<uint64_t>(k + 1)));
+  }
+  // All-gather: the fully reduced message of segment me + 1 goes round unchanged.
+  for (int k = 0; k + 1 < n; ++k) {
+    const int out = mod(me + 1 - k), in = mod(me - k);
+    at::Tensor incoming = at::empty({messageBytes(len(in))}, at::kByte);
+    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+    std::vector<comm::Work> works{ctx.comm.recv(incoming, prev, kDitheringTag + 3),
+                                  ctx.comm.send(msg[out], next, kDitheringTag + 3)};
+    comm::waitAll(works);
+    sent += msg[out].numel();
+    msg[in] = incoming;
+  }
+  if (ctx.times) ctx.times->bytesSent += sent;
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  std::vector<at::Tensor> parts(n);
+  for (int j = 0; j < n; ++j) parts[j] = decodeMessage(msg[j], len(j)).div_(n);  // the sum of n ranks, / n
+  Aggregated r;
+  r.mean = at::cat(parts).to(xIn.device());
+  // What entered from this rank: its own segment dithered, the others in float.
+  r.localApplied = x.clone();
+  r.localApplied.narrow(0, off[me], len(me)).copy_(ownDecoded);
+  r.localApplied = r.localApplied.to(xIn.device());
+  return r;
+}
+
+Aggregated Dithering::aggregatePs(const at::Tensor& xIn, Context& ctx) {
+  const int n = ctx.comm.size(), me = ctx.comm.rank();
+  const auto x = xIn.cpu().contiguous();
+  const int64_t d = x.numel();
+  const auto off = shardOffsets(d, n);
+  std::vector<at::Tensor> uplink(n);
+  std::vector<int64_t> downBytes(n);
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    // Each shard is dithered on its own (its own norm header, its own noise stream).
+    for (int j = 0; j < n; ++j) {
+      const int64_t len = off[j + 1] - off[j];
+      uplink[j] = encodeMessage(x.narrow(0, off[j], len), deriveSeed(ctx.privateSeed(), static_cast<uint64_t>(j)));
+      downBytes[j] = messageBytes(len);
+    }
+  }
+  const int64_t myLen = off[me + 1] - off[me];
+  const uint64_t ownerSeed = deriveSeed(ctx.sharedSeed(), 0xD17E + static_cast<uint64_t>(me));
+  // The owner: decode the n contributions, average in double in rank order,
+  // dither the mean again (natural-compression Alg. 1: compression both ways).
+  auto owner = [&](const std::vector<at::Tensor>& recv) {
+    auto sum = at::zeros({myLen}, at::kDouble);
+    for (const auto& m : recv) sum += decodeMessage(m, myLen).to(at::kDouble);
+    return encodeMessage((sum / n).to(at::kFloat), ownerSeed);
+  };
+  std::vector<at::Tensor> down;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+    down = psExchange(ctx.comm, uplink, owner, downBytes, kDitheringTag, ctx.times);
+  }
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  std::vector<at::Tensor> mean(n), mine(n);
+  for (int j = 0; j < n; ++j) {
+    const int64_t len = off[j + 1] - off[j];
+    mean[j] = decodeMessage(down[j], len);
+    mine[j] = decodeMessage(uplink[j], len);
+  }
+  Aggregated r;
+  r.mean = at::cat(mean).to(xIn.device());
+  r.localApplied = at::cat(mine).to(xIn.device());
+  return r;
+}
+
+Aggregated Dithering::aggregateAllGather(const at::Tensor& x, Context& ctx) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
   const int64_t d = x.numel();
   at::Tensor msg;

@@ -9,8 +9,27 @@
 // Wire: a float32 norm header, then per coordinate a sign bit and a level index
 // of ceil(log2(s+1)) bits, packed (compress/BitPack.h):
 //   bits/coordinate = 8·(4 + ceil(d·(1 + ceil(log2(s+1)))/8)) / d exactly.
-// Aggregation: all-gather of the payloads, every rank decodes all of them and
-// averages in rank order (not summable: each worker has its own norm).
+// Aggregation (not summable: each worker has its own norm), two forms:
+//  "allgather" (default): every rank receives every rank's message, decodes
+//        all of them and averages in rank order;
+//  "ps": the parameter-server form of the natural-compression paper's
+//        bidirectional compression (Algorithm 1, as C_nat's ps form): the
+//        vector is cut into n shards, each dithered with its own norm header
+//        and sent to its owner (compress/ShardedExchange.h); the owner decodes
+//        the n contributions, sums them in double in rank order (no common
+//        integer unit exists across workers' norms, so not C_nat's int64),
+//        divides by n, dithers the mean again with a fresh norm and sends that
+//        message back. Unbiased (a composition of unbiased steps).
+//  "ring": the ring all-reduce with decompress-add-recompress at every hop
+//        that GradiVeQ (§1, Fig. 2(a); §4 "4-bit-QSGD RAR") describes for
+//        scalar quantisers: n segments; at each reduce-scatter hop a rank
+//        decodes the incoming partial sum, adds its own segment in float and
+//        dithers the result again; the n fully reduced segment messages then
+//        travel the ring unchanged, so every rank decodes the same bytes.
+//        n − 1 requantisations of partial sums make it noisier than the other
+//        two; it is the form GradiVeQ's sampling iterations use.
+// The collective comes from Context::collectiveName ("ps", "allgather" or
+// "ring"), else from the deployment option.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -24,10 +43,14 @@ class Dithering : public Compressor {
  public:
   // `levels`: ascending, levels.front() = 0, levels.back() = 1 (s + 1 values);
   // pNorm >= 1 (infinity allowed).
-  Dithering(std::string name, std::vector<float> levels, double pNorm);
+  Dithering(std::string name, std::vector<float> levels, double pNorm, std::string deployment = "allgather");
 
   std::string name() const override { return name_; }
   Capabilities capabilities() const override;
+  // allgather: one norm header + packed codes; ps and ring: n segment
+  // messages (a norm header each), so 32n/d instead of 32/d for the headers
+  // (ring: what each rank puts into each of its 2(n − 1) hops, summed over the
+  // n segments, i.e. the same per-coordinate rate as one full message).
   double bitsPerCoordinate(int64_t d, int n) const override;
   Aggregated aggregate(const at::Tensor& x, Context& ctx) override;
   Payload encode(const at::Tensor& x, Context& ctx) override;
@@ -35,6 +58,7 @@ class Dithering : public Compressor {
 
   const std::vector<float>& levels() const { return levels_; }
   double pNorm() const { return pNorm_; }
+  const std::string& deployment() const { return deployment_; }
   int codeBits() const { return codeBits_; }
   // ||x||_p as the encoder computes it (double accumulation, rounded to float).
   float normOf(const at::Tensor& x) const;
@@ -44,10 +68,14 @@ class Dithering : public Compressor {
   at::Tensor encodeMessage(const at::Tensor& x, uint64_t seed) const;
   at::Tensor decodeMessage(const at::Tensor& msg, int64_t d) const;
   int64_t messageBytes(int64_t d) const;
+  Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx);
+  Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
+  Aggregated aggregateRing(const at::Tensor& x, Context& ctx);
 
   std::string name_;
   std::vector<float> levels_;
   double pNorm_;
+  std::string deployment_;  // "allgather" | "ps" | "ring"
   int indexBits_, codeBits_;
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
 };

@@ -16,6 +16,7 @@ GradiVeQOptions GradiVeQOptions::fromYaml(YamlReader& r) {
   o.samples = static_cast<int>(r.getInt("samples", o.samples, 2, 100000));
   o.compressed = static_cast<int>(r.getInt("compressed", o.compressed, 1, 100000000));
   o.sampleLevels = static_cast<int>(r.getInt("sample_levels", o.sampleLevels, 0, 1 << 20));
+  o.sampleCollective = r.getEnum("sample_collective", o.sampleCollective, {"ring", "allgather", "ps"});
   r.finish();
   return o;
 }
@@ -28,6 +29,7 @@ void GradiVeQOptions::toYaml(YAML::Node& node) const {
   node["samples"] = samples;
   node["compressed"] = compressed;
   node["sample_levels"] = sampleLevels;
+  node["sample_collective"] = sampleCollective;
 }
 
 GradiVeQ::GradiVeQ(GradiVeQOptions options) : options_(std::move(options)) {
@@ -38,6 +40,7 @@ GradiVeQ::GradiVeQ(GradiVeQOptions options) : options_(std::move(options)) {
   if (options_.sampleLevels > 0) {
     QsgdOptions q;
     q.levels = options_.sampleLevels;
+    q.deployment = options_.sampleCollective;
     qsgd_ = std::make_unique<Qsgd>(q);
   }
 }

@@ -17,7 +17,9 @@
 //
 // Schedule (§4): `warmup` uncompressed iterations, then cycles of L_t sampling
 // iterations and L_c compressed ones. Sampling iterations aggregate with 4-bit
-// QSGD (all-gather; QSGD levels s = 7) and record the aggregated mean as a
+// QSGD (levels s = 7) in a ring all-reduce that decompresses, adds and
+// recompresses at every hop, as the paper's "4-bit-QSGD RAR" (§1, §4;
+// `sample_collective` also offers allgather and ps), and record the aggregated mean as a
 // sample; after the L_t-th, rank 0 computes each layer's basis (SVD of the
 // centred samples = eigendecomposition of their covariance; d = the smallest
 // with captured energy >= 1 − λ, eq. (6)) and broadcasts it, so every rank holds
@@ -43,6 +45,9 @@ struct GradiVeQOptions {
   int samples = 100;         // L_t
   int compressed = 400;      // L_c
   int sampleLevels = 7;      // QSGD s of the sampling iterations (7 = 4 bits); 0 = uncompressed
+  // How the QSGD samples are aggregated: "ring" (the paper's 4-bit-QSGD RAR,
+  // decompress-add-recompress at every hop), "allgather" or "ps" (Dithering.h).
+  std::string sampleCollective = "ring";
 
   static GradiVeQOptions fromYaml(YamlReader& r);
   void toYaml(YAML::Node& node) const;

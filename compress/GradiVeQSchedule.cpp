@@ -115,7 +115,8 @@ Aggregated GradiVeQ::aggregate(const at::Tensor& x, Context& ctx) {
     r.localApplied = decompressVector(c);
   } else if (ph == Phase::Sample && qsgd_) {
     Context sub = ctx;
-    sub.collectiveName = "allgather";  // QSGD is not summable; the samples come from an all-gather
+    // QSGD is not summable: decompress-add-recompress ring (the paper's), or all-gather / ps.
+    sub.collectiveName = options_.sampleCollective;
     r = qsgd_->aggregate(xc, sub);
   } else {
     r.mean = sumAcrossRanks(xc.clone(), ctx) / n;

@@ -12,6 +12,7 @@ NaturalDitheringOptions NaturalDitheringOptions::fromYaml(YamlReader& r) {
   o.levels = static_cast<int>(r.getInt("levels", o.levels, 1, 126));
   o.norm = r.getString("norm", o.norm);
   parseNormOrder(o.norm, "dnat");
+  o.deployment = r.getEnum("deployment", o.deployment, {"allgather", "ps", "ring"});
   r.finish();
   return o;
 }
@@ -19,6 +20,7 @@ NaturalDitheringOptions NaturalDitheringOptions::fromYaml(YamlReader& r) {
 void NaturalDitheringOptions::toYaml(YAML::Node& node) const {
   node["levels"] = levels;
   node["norm"] = norm;
+  node["deployment"] = deployment;
 }
 
 std::vector<float> NaturalDithering::naturalLevels(int s) {
@@ -36,6 +38,7 @@ double NaturalDithering::theorem4Omega(int64_t d, int s, double p) {
 }
 
 NaturalDithering::NaturalDithering(const NaturalDitheringOptions& options)
-    : Dithering("dnat", naturalLevels(options.levels), parseNormOrder(options.norm, "dnat")) {}
+    : Dithering("dnat", naturalLevels(options.levels), parseNormOrder(options.norm, "dnat"),
+                options.deployment) {}
 
 }  // namespace gradzip::compress

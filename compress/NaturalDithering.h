@@ -12,6 +12,7 @@ namespace gradzip::compress {
 struct NaturalDitheringOptions {
   int levels = 8;          // s (8 levels + zero: sign + 4-bit index)
   std::string norm = "2";  // p: a number >= 1 or "inf"
+  std::string deployment = "allgather";  // "allgather" | "ps" | "ring" (when the context names none)
 
   static NaturalDitheringOptions fromYaml(YamlReader& r);
   void toYaml(YAML::Node& node) const;

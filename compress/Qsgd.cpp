@@ -10,6 +10,7 @@ QsgdOptions QsgdOptions::fromYaml(YamlReader& r) {
   o.levels = static_cast<int>(r.getInt("levels", o.levels, 1, 1 << 20));
   o.norm = r.getString("norm", o.norm);
   parseNormOrder(o.norm, "qsgd");
+  o.deployment = r.getEnum("deployment", o.deployment, {"allgather", "ps", "ring"});
   r.finish();
   return o;
 }
@@ -17,6 +18,7 @@ QsgdOptions QsgdOptions::fromYaml(YamlReader& r) {
 void QsgdOptions::toYaml(YAML::Node& node) const {
   node["levels"] = levels;
   node["norm"] = norm;
+  node["deployment"] = deployment;
 }
 
 std::vector<float> Qsgd::uniformLevels(int s) {
@@ -27,6 +29,7 @@ std::vector<float> Qsgd::uniformLevels(int s) {
 }
 
 Qsgd::Qsgd(const QsgdOptions& options)
-    : Dithering("qsgd", uniformLevels(options.levels), parseNormOrder(options.norm, "qsgd")) {}
+    : Dithering("qsgd", uniformLevels(options.levels), parseNormOrder(options.norm, "qsgd"),
+                options.deployment) {}
 
 }  // namespace gradzip::compress

@@ -12,6 +12,7 @@ namespace gradzip::compress {
 struct QsgdOptions {
   int levels = 7;           // s
   std::string norm = "2";  // p of the p-norm: a number >= 1 or "inf"
+  std::string deployment = "allgather";  // "allgather" | "ps" | "ring" (when the context names none)
 
   static QsgdOptions fromYaml(YamlReader& r);
   void toYaml(YAML::Node& node) const;

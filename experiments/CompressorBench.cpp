@@ -5,6 +5,13 @@
 // (log-normal magnitudes, random signs), and bits per coordinate, declared and
 // as measured on the payload. Prints a table; appends JSON lines to --out.
 // Compressors are built without error feedback (the codec alone is measured).
+// A --compressors entry is a name or `name:{yaml options}`, e.g.
+// `thc:{deployment: allreduce, rotation_block_log2: 12}`. When --out ends in
+// ".jsonl", the run's results are also written as a markdown table next to it
+// (same stem, ".md"; replaced each run) with the targets (ratio to
+// memcpy: fp16/bf16/cnat >= 0.5, thc allreduce with partial rotation >= 0.2,
+// topkc >= 0.3), the date, the machine load before and after, the CPU and the
+// exact command line.
 #include "experiments/Benchmarks.h"
 
 #include "comm/LocalCommunicator.h"
@@ -13,6 +20,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +28,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <ctime>
+#include <iterator>
+#include <thread>
 #include <cstring>
 #include <fstream>
 
@@ -59,13 +71,117 @@ double memcpySeconds(int64_t bytes, int repeats) {
   return median(t);
 }
 
+struct Spec {
+  std::string name, options;  // options: a YAML flow mapping, or empty
+};
+
+// "name" or "name:{yaml}".
+Spec parseSpec(const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return {text, ""};
+  return {text.substr(0, colon), text.substr(colon + 1)};
+}
+
+// The options mapping with error feedback off (the codec alone is measured).
+std::string withoutErrorFeedback(const std::string& options) {
+  if (options.empty()) return "{error_feedback: false}";
+  const auto open = options.find('{'), close = options.rfind('}');
+  GZ_CHECK(open != std::string::npos && close != std::string::npos && close > open,
+           "bench compressors: options must be a YAML flow mapping {{...}}, got '{}'", options);
+  const std::string inner = options.substr(open + 1, close - open - 1);
+  const bool empty = inner.find_first_not_of(' ') == std::string::npos;
+  return "{error_feedback: false" + std::string(empty ? "" : ", ") + inner + "}";
+}
+
+// The throughput target (ratio to memcpy) for a compressor, 0 if none.
+double targetRatio(const Spec& s) {
+  if (s.name == "fp16" || s.name == "bf16" || s.name == "cnat") return 0.5;
+  if (s.name == "topkc") return 0.3;
+  if (s.name == "thc" && s.options.find("allreduce") != std::string::npos &&
+      s.options.find("rotation_block_log2") != std::string::npos)
+    return 0.2;
+  return 0.0;
+}
+
+std::string readFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// This process's argv, shell-quoted where needed.
+std::string commandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  size_t start = 0;
+  while (start < all.size()) {
+    const size_t end = all.find('\0', start);
+    const std::string arg = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const bool quote = arg.find_first_of(" {}:,'") != std::string::npos;
+    out += (out.empty() ? "" : " ") + (quote ? "'" + arg + "'" : arg);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+struct Row {
+  Spec spec;
+  int64_t d;
+  double gbps, memcpyGbps, vnmse, bits;
+};
+
+void writeMarkdown(const std::string& path, const std::vector<Row>& rows, const std::string& loadBefore,
+                   const std::string& loadAfter, const std::string& started, int repeats) {
+  std::ofstream md(path, std::ios::trunc);
+  GZ_CHECK(md.good(), "bench compressors: cannot write '{}'", path);
+  md << "# Compressor throughput (single core)\n\n";
+  md << fmt::format("- date: {}\n- machine: {} ({} online CPUs); one thread (at::set_num_threads(1))\n", started,
+                    cpuModel(), std::thread::hardware_concurrency());
+  md << fmt::format("- load average (/proc/loadavg: 1, 5, 15 min, running/total): before `{}`, after `{}`\n",
+                    loadBefore, loadAfter);
+  md << fmt::format("- command: `{}`\n", commandLine());
+  md << fmt::format(
+      "- GB/s: fp32 input bytes (4d) / median wall time of encode+decode over {} repeats; memcpy GB/s: median "
+      "time of copying the same 4d bytes between two warm buffers, measured in the same run just before that d's "
+      "compressors; ratio = GB/s / memcpy GB/s. vNMSE = ||x - decode(encode(x))||² / ||x||² on the fixed "
+      "synthetic gradient (log-normal magnitudes, random signs); bits/coord as declared (equal to the measured "
+      "payload). Error feedback off.\n\n",
+      repeats);
+  md << "| compressor | options | d | GB/s | memcpy GB/s | ratio | target | met? | vNMSE | bits/coord |\n";
+  md << "|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n";
+  for (const auto& r : rows) {
+    const double ratio = r.gbps / r.memcpyGbps, target = targetRatio(r.spec);
+    md << fmt::format("| {} | {} | 2^{} | {:.3f} | {:.3f} | {:.3f} | {} | {} | {:.4g} | {:.4f} |\n", r.spec.name,
+                      r.spec.options.empty() ? std::string("defaults") : "`" + r.spec.options + "`",
+                      static_cast<int>(std::lround(std::log2(static_cast<double>(r.d)))), r.gbps, r.memcpyGbps,
+                      ratio, target > 0 ? fmt::format(">= {}", target) : std::string("—"),
+                      target > 0 ? (ratio >= target ? "yes" : "**no**") : "—", r.vnmse, r.bits);
+  }
+}
+
 }  // namespace
 
 int benchCompressors(const BenchCompressorsArgs& args) {
   GZ_CHECK(args.minLog2 >= 1 && args.maxLog2 >= args.minLog2 && args.maxLog2 <= 30,
            "bench compressors: need 1 <= min-log2 <= max-log2 <= 30, got {}..{}", args.minLog2, args.maxLog2);
   GZ_CHECK(args.repeats >= 1, "bench compressors: repeats must be >= 1, got {}", args.repeats);
-  const std::vector<std::string> names = args.compressors.empty() ? compress::compressorNames() : args.compressors;
+  std::vector<Spec> specs;
+  for (const auto& c : args.compressors.empty() ? compress::compressorNames() : args.compressors)
+    specs.push_back(parseSpec(c));
+  const std::string loadBefore = readFirstLine("/proc/loadavg");
+  const std::string started = fmt::format("{:%Y-%m-%d %H:%M:%S %z}", fmt::localtime(std::time(nullptr)));
+  std::vector<Row> rows;
   at::set_num_threads(1);  // single core: kernels are compared with one memcpy stream
   // Keep freed blocks in the heap: otherwise glibc returns every buffer above
   // 128 KiB to the OS and each encode/decode pays page faults on fresh memory
@@ -86,8 +202,8 @@ int benchCompressors(const BenchCompressorsArgs& args) {
     const at::Tensor x = syntheticGradient(d);
     const double bytes = 4.0 * static_cast<double>(d);
     const double memcpyGbps = bytes / memcpySeconds(static_cast<int64_t>(bytes), args.repeats) / 1e9;
-    for (const auto& name : names) {
-      auto comp = compress::makeCompressor(name, "{error_feedback: false}");
+    for (const auto& spec : specs) {
+      auto comp = compress::makeCompressor(spec.name, withoutErrorFeedback(spec.options));
       compress::Context ctx{local, nullptr, "engine", {}, /*seed=*/1, /*bucket=*/0, /*step=*/0, nullptr};
       // The first round (fresh state) gives vNMSE and the payload size, and warms up.
       compress::Payload p = comp->encode(x, ctx);
@@ -105,10 +221,11 @@ int benchCompressors(const BenchCompressorsArgs& args) {
       }
       const double gbps = bytes / median(t) / 1e9;
       const double bits = comp->bitsPerCoordinate(d, 1);
-      fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9.4f}\n", name, d, gbps,
-                 memcpyGbps, gbps / memcpyGbps, vnmse, bits, payloadBits);
+      fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9.4f}  {}\n", spec.name, d,
+                 gbps, memcpyGbps, gbps / memcpyGbps, vnmse, bits, payloadBits, spec.options);
+      rows.push_back({spec, d, gbps, memcpyGbps, vnmse, bits});
       if (out.is_open()) {
-        nlohmann::json j = {{"bench", "compressors"}, {"compressor", name},  {"d", d},
+        nlohmann::json j = {{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options}, {"d", d},
                             {"gbps", gbps},          {"memcpy_gbps", memcpyGbps}, {"ratio", gbps / memcpyGbps},
                             {"vnmse", vnmse},        {"bits", bits},        {"payload_bits", payloadBits},
                             {"repeats", args.repeats}, {"threads", 1}};
@@ -116,6 +233,10 @@ int benchCompressors(const BenchCompressorsArgs& args) {
       }
     }
   }
+  const std::string suffix = ".jsonl";
+  if (args.out.size() > suffix.size() && args.out.compare(args.out.size() - suffix.size(), suffix.size(), suffix) == 0)
+    writeMarkdown(args.out.substr(0, args.out.size() - suffix.size()) + ".md", rows, loadBefore,
+                  readFirstLine("/proc/loadavg"), started, args.repeats);
   return 0;
 }
 

@@ -1,11 +1,15 @@
 // Tests compress/Qsgd and compress/NaturalDithering (both on compress/Dithering):
 // unbiasedness (Monte Carlo, 5 sigma of the exact per-coordinate variance),
 // natural dithering's second moment against its exact value and Theorem 4's
-// bound, exact wire size, and the all-gather aggregation on 3 ranks.
+// bound, exact wire size, the all-gather aggregation on 3 ranks, and the
+// parameter-server and decompress-add-recompress ring forms (unbiased within a
+// variance bound built from the compressors' ω, identical on every rank).
 #include "compress/NaturalDithering.h"
 #include "compress/Qsgd.h"
 
 #include "comm/LocalCommunicator.h"
+#include "compress/ShardedExchange.h"
+#include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"
 
@@ -128,7 +132,7 @@ TEST(Dithering, ZeroVectorAndBadInput) {
   QsgdOptions bad;
   bad.norm = "0.5";
   EXPECT_THROW(Qsgd{bad}, UserError);
-  ctx.collectiveName = "ring";
+  ctx.collectiveName = "tree";  // partial sums of dithered vectors cannot be forwarded
   EXPECT_THROW(q.aggregate(at::ones({3}), ctx), UserError);
 }
 
@@ -163,6 +167,100 @@ TEST(Dithering, AllGatherOnThreeRanks) {
       const double err = (r.mean - exact).to(at::kDouble).pow(2).sum().item<double>();
       EXPECT_LE(err, 1.5 * var) << comp->name();
       EXPECT_GE(err, 0.5 * var) << comp->name();
+    }
+  });
+}
+
+// ω of the B(ω) class for d coordinates: QSGD (Alistarh et al. Lemma 3.1,
+// p = 2) min(d/s², √d/s); natural dithering Theorem 4.
+double omegaOf(const Dithering& q, int64_t d) {
+  const int s = static_cast<int>(q.levels().size()) - 1;
+  if (q.name() == "qsgd") return std::min(double(d) / (s * s), std::sqrt(double(d)) / s);
+  return NaturalDithering::theorem4Omega(d, s, 2.0);
+}
+
+// The ps and ring forms on 4 ranks (d = 41: uneven segments): every rank gets
+// the same mean; averaged over T steps (fresh noise each step) it converges to
+// the exact mean within 4 standard errors of a variance bound V: ps,
+// V = Σ_j U_j + ω(||x̄_j||² + U_j) with U_j = Σ_r ω||x_rj||²/n² (uplink, then
+// re-compression of the owner's mean); ring, per segment V_0 = ω||P_0||²,
+// V_k = V_{k−1} + ω(||P_k||² + V_{k−1}) for the partial sums P_k, over n².
+// A bias (e.g. a missing 1/n) would miss by ~||x̄||², far outside.
+TEST(Dithering, ParameterServerAndRingFormsAreUnbiasedOnFourRanks) {
+  constexpr int kN = 4;
+  constexpr int64_t kDim = 41, kSteps = 100;
+  testing::runRanks(kN, [](comm::Communicator& c) {
+    std::vector<at::Tensor> xs;
+    for (int r = 0; r < kN; ++r) xs.push_back(at::randn({kDim}, at::make_generator<at::CPUGeneratorImpl>(30 + r)));
+    const at::Tensor exact = at::stack(xs).mean(0).to(at::kDouble);
+    for (const std::string form : {"ps", "ring"}) {
+      QsgdOptions qo;
+      qo.deployment = form;
+      NaturalDitheringOptions no;
+      no.deployment = form;
+      Qsgd q(qo);
+      NaturalDithering nd(no);
+      for (Dithering* comp : std::initializer_list<Dithering*>{&q, &nd}) {
+        const auto off = shardOffsets(kDim, kN);
+        double bound = 0;
+        for (int j = 0; j < kN; ++j) {
+          const int64_t len = off[j + 1] - off[j];
+          const double w = omegaOf(*comp, len);
+          auto seg = [&](int r) { return xs[r].narrow(0, off[j], len).to(at::kDouble); };
+          if (form == "ps") {
+            double u = 0;
+            for (int r = 0; r < kN; ++r) u += w * seg(r).square().sum().item<double>() / (kN * kN);
+            bound += u + w * (exact.narrow(0, off[j], len).square().sum().item<double>() + u);
+          } else {
+            at::Tensor partial = seg(j);
+            double v = w * partial.square().sum().item<double>();
+            for (int k = 1; k < kN; ++k) {
+              partial = partial + seg((j + k) % kN);
+              v = v + w * (partial.square().sum().item<double>() + v);
+            }
+            bound += v / (kN * kN);
+          }
+        }
+        at::Tensor avg = at::zeros({kDim}, at::kDouble);
+        for (int64_t t = 0; t < kSteps; ++t) {
+          Context ctx{c};
+          ctx.collectiveName = t % 2 ? form : "engine";  // the deployment option or the plan's name
+          ctx.step = t;
+          auto r = comp->aggregate(xs[c.rank()], ctx);
+          if (t == 0) testing::expectIdenticalAcrossRanks(c, r.mean);
+          avg += r.mean.to(at::kDouble);
+        }
+        avg /= kSteps;
+        const double err = (avg - exact).square().sum().item<double>();
+        EXPECT_LE(err, 16 * bound / kSteps) << comp->name() << " " << form << " bound " << bound;
+        EXPECT_EQ(comp->capabilities().collectives, (std::vector<std::string>{"allgather", "ps", "ring"}));
+      }
+    }
+  });
+}
+
+// The ring form sends 2(n − 1) segment messages per rank, not (n − 1) whole
+// messages as the all-gather does, and bitsPerCoordinate counts n norm headers.
+TEST(Dithering, RingAndPsTrafficIsSegmentSized) {
+  constexpr int kN = 4;
+  constexpr int64_t kDim = 4000;
+  testing::runRanks(kN, [](comm::Communicator& c) {
+    for (const std::string form : {"ring", "ps", "allgather"}) {
+      QsgdOptions o;
+      o.deployment = form;
+      Qsgd q(o);
+      PhaseTimes times;
+      Context ctx{c};
+      ctx.times = &times;
+      q.aggregate(at::randn({kDim}, at::make_generator<at::CPUGeneratorImpl>(c.rank())), ctx);
+      const double message = q.bitsPerCoordinate(kDim, kN) * kDim / 8;  // bytes of one rank's n segments
+      if (form == "allgather") {
+        EXPECT_DOUBLE_EQ(times.bytesSent, (kN - 1) * message);
+      } else {
+        EXPECT_DOUBLE_EQ(q.bitsPerCoordinate(kDim, kN), 8.0 * (4 * kN + kDim * 4 / 8) / kDim);
+        // each segment of 1000 codes is 4 + 500 bytes: 2(n − 1) of them
+        EXPECT_EQ(times.bytesSent, 2 * (kN - 1) * (4 + 500)) << form;
+      }
     }
   });
 }

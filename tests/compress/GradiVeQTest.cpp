@@ -7,6 +7,7 @@
 
 #include "comm/LocalCommunicator.h"
 #include "compress/Factory.h"
+#include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"
 
@@ -169,6 +170,39 @@ TEST(GradiVeQ, SamplingWithQsgdAndCheckpoint) {
     ASSERT_TRUE(at::equal(a.mean, b.mean)) << t;
   }
   for (int l = 0; l < q.numLayers(); ++l) EXPECT_TRUE(at::equal(q.basis(l), restored.basis(l)));
+}
+
+// Sampling iterations aggregate 4-bit QSGD in the paper's ring all-reduce
+// (decompress-add-recompress, §4 "4-bit-QSGD RAR"): on 4 ranks each rank sends
+// 2(n − 1) segment messages, about 2(n−1)/n of one message, where the
+// all-gather would send n − 1 whole messages; every rank records the same
+// samples and so computes the same basis.
+TEST(GradiVeQ, SamplingUsesTheRingOfThePaper) {
+  testing::runRanks(4, [](comm::Communicator& c) {
+    GradiVeQOptions o = smallSchedule();
+    o.sampleLevels = 7;
+    GradiVeQ q(o);
+    EXPECT_EQ(o.sampleCollective, "ring");
+    Context ctx{c};
+    ctx.layout = layout();
+    for (int64_t t = 0; t < 2; ++t) q.aggregate(gradient(c.rank(), t), ctx);  // warm-up
+    ASSERT_EQ(q.phase(), GradiVeQ::Phase::Sample);
+    PhaseTimes times;
+    ctx.times = &times;
+    ctx.step = 2;
+    auto r = q.aggregate(gradient(c.rank(), 2), ctx);
+    testing::expectIdenticalAcrossRanks(c, r.mean);
+    const double oneMessage = 4 + (kD * 4 + 7) / 8;  // QSGD s = 7 of all kD coordinates: header + 4 bits each
+    EXPECT_LT(times.bytesSent, 2 * oneMessage);     // ring: ~1.5 messages; all-gather: 3
+    EXPECT_GT(times.bytesSent, oneMessage);
+    ctx.times = nullptr;
+    for (int64_t t = 3; t < 22; ++t) {
+      ctx.step = t;
+      q.aggregate(gradient(c.rank(), t), ctx);
+    }
+    ASSERT_EQ(q.phase(), GradiVeQ::Phase::Compressed);
+    for (int l = 0; l < q.numLayers(); ++l) testing::expectIdenticalAcrossRanks(c, q.samples(l));
+  });
 }
 
 TEST(GradiVeQ, BadInputAndFactory) {
