@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -138,16 +139,23 @@ void trainModel(const TextCorpus& corpus, const TokenizerOptions& o, const std::
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-bool readIds(const std::string& path, std::vector<int32_t>& ids) {
+// Reads an encoded-ids cache file; false (the caller re-encodes) when it is missing
+// or not exactly what writeIds wrote for a vocabulary of `vocab` pieces: the count
+// in the header must match the file size (compared without multiplying, so a
+// corrupt count cannot wrap around it) and every id must be a valid piece.
+bool readIds(const std::string& path, int64_t vocab, std::vector<int32_t>& ids) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   char magic[8];
   uint64_t n = 0;
   if (!in.read(magic, 8) || std::memcmp(magic, kIdsMagic, 8) != 0 || !in.read(reinterpret_cast<char*>(&n), 8))
     return false;
-  if (fs::file_size(path) != 16 + n * sizeof(int32_t)) return false;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec || size < 16 || (size - 16) % sizeof(int32_t) != 0 || n != (size - 16) / sizeof(int32_t)) return false;
   ids.resize(n);
-  return bool(in.read(reinterpret_cast<char*>(ids.data()), std::streamsize(n * sizeof(int32_t))));
+  if (!in.read(reinterpret_cast<char*>(ids.data()), std::streamsize(n * sizeof(int32_t)))) return false;
+  return std::all_of(ids.begin(), ids.end(), [vocab](int32_t id) { return id >= 0 && id < vocab; });
 }
 
 void writeIds(const std::string& path, const std::vector<int32_t>& ids) {
@@ -236,7 +244,8 @@ std::vector<int32_t> Tokenizer::encodeCorpus(const TextCorpus& corpus, int threa
        fmt::format("ids-{:016x}.bin", Rng::derive({kCacheVersion, modelKey_, corpus.fingerprint()}).next()))
           .string();
   std::vector<int32_t> ids;
-  if (readIds(cachePath, ids)) return ids;
+  if (readIds(cachePath, vocabSize(), ids)) return ids;
+  ids.clear();
 
   auto start = std::chrono::steady_clock::now();
   const auto& docs = corpus.documents();

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 namespace gradzip::data {
 namespace {
@@ -95,6 +96,31 @@ TEST(Tokenizer, EncodesCorpusWithSeparatorsAndCachesIds) {
   for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
     cacheFiles += e.path().filename().string().rfind("ids-", 0) == 0;
   EXPECT_EQ(cacheFiles, 1u);
+  EXPECT_EQ(tok->encodeCorpus(corpus, 1), ids);
+}
+
+// Regression (review of the cache readers): the ids cache's element count was
+// checked as 16 + 4n == file size, which a corrupt count wraps around (n = 2^62
+// passes for a 16-byte file and resize() throws std::length_error), and ids were
+// not checked against the vocabulary. A corrupt cache is now re-encoded.
+TEST(Tokenizer, CorruptIdsCacheIsReencoded) {
+  gradzip::testing::TempDir tmp;
+  TextCorpus corpus = TextCorpus::fromDocuments(generatedDocuments(3, 8, 5), "generated");
+  auto tok = Tokenizer::trainOrLoad(corpus, tinyOptions(tmp.path()));
+  const std::vector<int32_t> ids = tok->encodeCorpus(corpus, 1);
+  std::string cache;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+    if (e.path().filename().string().rfind("ids-", 0) == 0) cache = e.path().string();
+  ASSERT_FALSE(cache.empty());
+  auto writeCache = [&](uint64_t n, const std::vector<int32_t>& body) {
+    std::ofstream out(cache, std::ios::binary | std::ios::trunc);
+    out.write("GZIDS01\n", 8);
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out.write(reinterpret_cast<const char*>(body.data()), std::streamsize(body.size() * sizeof(int32_t)));
+  };
+  writeCache(uint64_t(1) << 62, {});  // 16 + 4 * 2^62 wraps to 16, the file's size
+  EXPECT_EQ(tok->encodeCorpus(corpus, 1), ids);
+  writeCache(ids.size(), std::vector<int32_t>(ids.size(), 1 << 30));  // right size, ids past the vocabulary
   EXPECT_EQ(tok->encodeCorpus(corpus, 1), ids);
 }
 
