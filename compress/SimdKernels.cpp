@@ -7,6 +7,8 @@
 // over the vector decides it without a branch in the loop.
 #include "compress/SimdKernels.h"
 
+#include "compress/CounterRng.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -211,6 +213,27 @@ int halfLevel() {
 }
 #endif
 
+#if GZ_X86
+__attribute__((target("avx512f,avx512dq"))) void uniform512(uint64_t seed, uint64_t first, int64_t n, float* out) {
+  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ULL));
+  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
+  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
+  const __m512i seedV = _mm512_set1_epi64(static_cast<long long>(seed));
+  const __m512i lane = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);  // (i + 1) of randomBits
+  const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + k)), lane);
+    z = _mm512_add_epi64(seedV, _mm512_mullo_epi64(z, gamma));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    _mm256_storeu_ps(out + k, _mm256_mul_ps(_mm512_cvtepi64_ps(_mm512_srli_epi64(z, 40)), scale));
+  }
+  for (; k < n; ++k) out[k] = uniform01(seed, first + static_cast<uint64_t>(k));
+}
+#endif
+
 // Scalar chunk norms (any C; 16 partial sums per chunk).
 uint32_t chunkSqScalar(const float* x, int64_t d, int64_t C, float* sq) {
   uint32_t m = 0;
@@ -241,6 +264,13 @@ bool haveAvx512() {
 #else
   return false;
 #endif
+}
+
+void uniform01Fill(uint64_t seed, uint64_t first, int64_t n, float* out) {
+#if GZ_X86
+  if (haveAvx512()) return detail::uniform512(seed, first, n, out);
+#endif
+  for (int64_t k = 0; k < n; ++k) out[k] = uniform01(seed, first + static_cast<uint64_t>(k));
 }
 
 bool chunkSquaredNorms(const float* x, int64_t d, int64_t C, float* sq) {

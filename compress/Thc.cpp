@@ -6,6 +6,7 @@
 #include "compress/BitPack.h"
 #include "compress/SaturatingPackedSum.h"
 #include "compress/StochasticQuantize.h"
+#include "compress/ThcKernels.h"
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 
@@ -128,7 +129,7 @@ Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& norms,
   const int64_t dp = rht.paddedDim(), B = rht.blockSize();
   Quantized q;
   // THC Alg. 3: M = t_p · l / sqrt(d) per block (d = the block's length).
-  q.range = (norms.to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(B)))).to(at::kFloat).contiguous();
+  q.range = rangeOf(norms, rht);
   const float* R = rotated.data_ptr<float>();
   const float* M = q.range.data_ptr<float>();
   q.values = at::empty({dp}, at::kFloat);
@@ -200,8 +201,24 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   return out;
 }
 
+at::Tensor Thc::rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) const {
+  return (norms.to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(rht.blockSize())))).to(at::kFloat).contiguous();
+}
+
+at::Tensor Thc::rotateAllReduce(const at::Tensor& x, const RandomizedHadamard& rht, uint64_t sharedSeed) {
+  scratch_.resize(static_cast<size_t>(rht.paddedDim()));
+  at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
+  requireFinite(thc::rotateForward(x.data_ptr<float>(), rht, sharedSeed, scratch_.data(), norms.data_ptr<float>()),
+                "thc");
+  return norms;
+}
+
 Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
-  checkGradient(x, "thc");
+  if (options_.deployment == "allreduce" && x.is_cpu()) {
+    checkGradientLayout(x, "thc");  // finiteness: checked inside the rotation pass
+  } else {
+    checkGradient(x, "thc");
+  }
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
   if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
     checkSameNumelAcrossRanks(x.numel(), ctx, "thc");
@@ -211,6 +228,18 @@ Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
 }
 
 Payload Thc::encode(const at::Tensor& x, Context& ctx) {
+  if (options_.deployment == "allreduce" && x.is_cpu()) {
+    checkGradientLayout(x, "thc");
+    GZ_CHECK(x.numel() > 0, "thc: empty gradient");
+    ScopedPhase timer(ctx.times, &PhaseTimes::encode);
+    const auto rht = rotation(x.numel());
+    Payload p;
+    p.tensors.push_back(rotateAllReduce(x, rht, ctx.sharedSeed()));
+    const at::Tensor range = rangeOf(p.tensors[0], rht);
+    p.tensors.push_back(thc::quantizePack(scratch_.data(), range.data_ptr<float>(), rht, options_.bits, fieldBits(),
+                                          ctx.privateSeed(), wordCache_));
+    return p;
+  }
   checkGradient(x, "thc");
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
   ScopedPhase timer(ctx.times, &PhaseTimes::encode);
@@ -231,9 +260,10 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
   ScopedPhase timer(ctx.times, &PhaseTimes::decode);
   const auto rht = rotation(d);
   GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == rht.numBlocks(), "thc: malformed payload for d = {}", d);
-  auto range = (p.tensors[0].to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(rht.blockSize()))))
-                   .to(at::kFloat)
-                   .contiguous();
+  auto range = rangeOf(p.tensors[0], rht);
+  if (options_.deployment == "allreduce")
+    return thc::unpackInverse(p.tensors[1], range.data_ptr<float>(), rht, options_.bits, fieldBits(), 1,
+                              ctx.sharedSeed(), scratch_, meanCache_);
   at::Tensor sums;
   if (options_.deployment == "ps") {
     const int g = granularityFor(1);

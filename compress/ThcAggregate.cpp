@@ -7,6 +7,7 @@
 #include "compress/SaturatingPackedSum.h"
 #include "compress/ShardedExchange.h"
 #include "compress/Thc.h"
+#include "compress/ThcKernels.h"
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 
@@ -79,19 +80,23 @@ Aggregated Thc::aggregatePs(const at::Tensor& x, Context& ctx) {
   return r;
 }
 
-Aggregated Thc::aggregateAllReduce(const at::Tensor& x, Context& ctx) {
+Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
   const int n = ctx.comm.size();
   const int b = fieldBits();
-  auto xc = x.cpu();
+  const auto x = xIn.cpu().contiguous();
   const auto rht = rotation(x.numel());
-  auto norms = maxNorms(blockNorms(xc, rht), ctx);
-
-  Quantized q;
-  at::Tensor words;
+  at::Tensor norms, words;
+  {
+    // The rotation runs before the norm round (THC §5.2 opt. 1: they are
+    // independent); it also rejects non-finite x before anything is sent.
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    norms = rotateAllReduce(x, rht, ctx.sharedSeed());
+  }
+  const at::Tensor range = rangeOf(maxNorms(norms, ctx), rht);
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    q = quantize(rht.forward(xc, ctx.sharedSeed()), norms, rht, n, ctx.privateSeed());
-    words = SaturatingPackedSum::pack(q.codes, b);
+    words = thc::quantizePack(scratch_.data(), range.data_ptr<float>(), rht, options_.bits, b, ctx.privateSeed(),
+                              wordCache_);
   }
 
   at::Tensor summed = words;
@@ -114,10 +119,14 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& x, Context& ctx) {
   }
 
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
-  auto sums = SaturatingPackedSum::unpack(summed, b, rht.paddedDim());
   Aggregated r;
-  r.mean = rht.inverse(dequantizeSum(sums, q.range, rht, n), ctx.sharedSeed()).to(x.device());
-  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(x.device());
+  // mean = RHT⁻¹((S/n)·(M/L)); localApplied = RHT⁻¹(X_i), X_i = C_i·(M/L).
+  r.mean = thc::unpackInverse(summed, range.data_ptr<float>(), rht, options_.bits, b, n, ctx.sharedSeed(), scratch_,
+                              meanCache_)
+               .to(xIn.device());
+  r.localApplied = thc::unpackInverse(words, range.data_ptr<float>(), rht, options_.bits, b, 1, ctx.sharedSeed(),
+                                      scratch_, appliedCache_)
+                       .to(xIn.device());
   r.saturated = saturated;
   return r;
 }

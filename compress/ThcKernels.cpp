@@ -1,0 +1,263 @@
+// Implements compress/ThcKernels.h. Work goes tile by tile (at most kTile
+// coordinates of one block), so the uniform noise and the codes of a tile stay
+// in L1 between the loops that produce and consume them. Byte words (field
+// widths 2, 4 and 8) take the fused path; other widths pack through
+// SaturatingPackedSum with the same codes.
+#include "compress/ThcKernels.h"
+
+#include "compress/CounterRng.h"
+#include "compress/SaturatingPackedSum.h"
+#include "compress/SimdKernels.h"
+#include "util/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+namespace gradzip::compress::thc {
+namespace {
+
+constexpr int64_t kTile = 2048;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GZ_THC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GZ_THC_CLONES
+#endif
+
+// D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is
+// set (RandomizedHadamard::applySigns); copies x[lo, hi) into R with the signs
+// and returns Σ x² in double and the exponent-field maximum (finiteness).
+GZ_THC_CLONES double signedCopy(const float* __restrict x, int64_t lo, int64_t hi, uint64_t seed, float* __restrict R,
+                                uint32_t* expMax) {
+  double acc = 0;
+  uint32_t mx = *expMax;
+  for (int64_t w = lo / 64; w * 64 < hi; ++w) {
+    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
+    const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t u;
+      std::memcpy(&u, x + i, 4);
+      const uint32_t ef = u & 0x7F800000u;
+      mx = ef > mx ? ef : mx;
+      u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
+      std::memcpy(R + i, &u, 4);
+      acc += static_cast<double>(x[i]) * x[i];
+    }
+  }
+  *expMax = mx;
+  return acc;
+}
+
+// One tile of codes (offset by L, so in [0, 2L]) of R[0, len).
+GZ_THC_CLONES void tileCodes(const float* __restrict R, const float* __restrict u, int64_t len, float inv,
+                             float scale, bool zero, float L, int32_t* __restrict codes) {
+  for (int64_t k = 0; k < len; ++k) {
+    const float r = R[k] * inv;  // the orthonormal rotation, as RandomizedHadamard::forward's mul_
+    const float y = zero ? 0.0f : std::min(std::max(r * scale, -L), L);
+    const float f = std::floor(y);
+    codes[k] = static_cast<int32_t>(f) + (u[k] < y - f ? 1 : 0) + static_cast<int32_t>(L);
+  }
+}
+
+GZ_THC_CLONES void packBytes(const int32_t* __restrict codes, int64_t len, int bits, uint8_t* __restrict out) {
+  if (bits == 4) {
+    for (int64_t w = 0; w < len / 2; ++w)
+      out[w] = static_cast<uint8_t>(codes[2 * w] | (codes[2 * w + 1] << 4));
+  } else if (bits == 8) {
+    for (int64_t w = 0; w < len; ++w) out[w] = static_cast<uint8_t>(codes[w]);
+  } else {  // 2
+    for (int64_t w = 0; w < len / 4; ++w)
+      out[w] = static_cast<uint8_t>(codes[4 * w] | (codes[4 * w + 1] << 2) | (codes[4 * w + 2] << 4) |
+                                    (codes[4 * w + 3] << 6));
+  }
+}
+
+// y = (s/n)·(M/L) for the fields of `len` coordinates starting at byte `in`.
+GZ_THC_CLONES void unpackBytes(const uint8_t* __restrict in, int64_t len, int bits, int32_t L, float n, float ml,
+                               float* __restrict y) {
+  if (bits == 4) {
+    for (int64_t w = 0; w < len / 2; ++w) {
+      y[2 * w] = (static_cast<float>(static_cast<int32_t>(in[w] & 0xF) - L) / n) * ml;
+      y[2 * w + 1] = (static_cast<float>(static_cast<int32_t>(in[w] >> 4) - L) / n) * ml;
+    }
+  } else if (bits == 8) {
+    for (int64_t w = 0; w < len; ++w) y[w] = (static_cast<float>(static_cast<int32_t>(in[w]) - L) / n) * ml;
+  } else {  // 2
+    for (int64_t w = 0; w < len / 4; ++w)
+      for (int j = 0; j < 4; ++j)
+        y[4 * w + j] = (static_cast<float>(static_cast<int32_t>((in[w] >> (2 * j)) & 3) - L) / n) * ml;
+  }
+}
+
+// out[i] = ±(R[i]·inv) for i in [lo, hi): the inverse's scale, then D.
+GZ_THC_CLONES void scaleSigns(const float* __restrict R, int64_t lo, int64_t hi, float inv, uint64_t seed,
+                              float* __restrict out) {
+  for (int64_t w = lo / 64; w * 64 < hi; ++w) {
+    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
+    const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t u;
+      const float v = R[i] * inv;
+      std::memcpy(&u, &v, 4);
+      u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
+      std::memcpy(out + i, &u, 4);
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// signedCopy for a 64-aligned [lo, hi) with AVX-512: the sign word's 16 bits
+// of each 16-float step are the lane mask of an XOR with the sign bit; the
+// squares accumulate in two double vectors (lane order differs from the scalar
+// loop: the norm may differ in its last double bits, never by a float ulp in
+// practice, and both encode and aggregate use this path).
+__attribute__((target("avx512f,avx512dq"))) double signedCopy512(const float* x, int64_t lo, int64_t hi,
+                                                                 uint64_t seed, float* R, uint32_t* expMax) {
+  const __m512i expMask = _mm512_set1_epi32(0x7F800000);
+  const __m512i signBit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  __m512i mx = _mm512_set1_epi32(static_cast<int>(*expMax));
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  int64_t i = lo;
+  for (; i + 64 <= hi; i += 64) {
+    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(i / 64));
+    for (int q = 0; q < 4; ++q) {
+      const __m512i v = _mm512_loadu_si512(x + i + 16 * q);
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(v, expMask));
+      const __mmask16 m = static_cast<__mmask16>(bits >> (16 * q));
+      _mm512_storeu_si512(R + i + 16 * q, _mm512_mask_xor_epi32(v, m, v, signBit));
+      const __m512 f = _mm512_castsi512_ps(v);
+      const __m512d lo8 = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+      const __m512d hi8 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
+      a0 = _mm512_fmadd_pd(lo8, lo8, a0);
+      a1 = _mm512_fmadd_pd(hi8, hi8, a1);
+    }
+  }
+  uint32_t m = _mm512_reduce_max_epu32(mx);
+  double acc = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+  if (i < hi) acc += signedCopy(x, i, hi, seed, R, &m);
+  *expMax = m;
+  return acc;
+}
+
+// tileCodes with AVX-512, the same float operations lane by lane.
+__attribute__((target("avx512f"))) void tileCodes512(const float* R, const float* u, int64_t len, float inv,
+                                                     float scale, bool zero, float L, int32_t* codes) {
+  const __m512 invV = _mm512_set1_ps(inv), scaleV = _mm512_set1_ps(scale), hiV = _mm512_set1_ps(L),
+               loV = _mm512_set1_ps(-L);
+  const __m512i one = _mm512_set1_epi32(1), off = _mm512_set1_epi32(static_cast<int32_t>(L));
+  int64_t k = 0;
+  for (; k + 16 <= len; k += 16) {
+    __m512 y = _mm512_setzero_ps();
+    if (!zero) {
+      const __m512 r = _mm512_mul_ps(_mm512_loadu_ps(R + k), invV);
+      y = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(r, scaleV), loV), hiV);
+    }
+    const __m512 f = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_loadu_ps(u + k), _mm512_sub_ps(y, f), _CMP_LT_OQ);
+    __m512i c = _mm512_add_epi32(_mm512_cvttps_epi32(f), off);
+    c = _mm512_mask_add_epi32(c, up, c, one);
+    _mm512_storeu_si512(codes + k, c);
+  }
+  if (k < len) tileCodes(R + k, u + k, len - k, inv, scale, zero, L, codes + k);
+}
+
+bool haveAvx512() { return simd::haveAvx512(); }
+#else
+bool haveAvx512() { return false; }
+#endif
+
+bool byteWords(int fieldBits) { return fieldBits == 2 || fieldBits == 4 || fieldBits == 8; }
+
+}  // namespace
+
+bool rotateForward(const float* x, const RandomizedHadamard& rht, uint64_t sharedSeed, float* R, float* norms) {
+  const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
+  uint32_t expMax = 0;
+  for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+    const int64_t lo = b * B, hi = std::min(d, lo + B);
+    double sq = 0;
+    if (hi > lo) {
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (B % 64 == 0 && haveAvx512())
+        sq = signedCopy512(x, lo, hi, sharedSeed, R, &expMax);
+      else
+#endif
+        sq = signedCopy(x, lo, hi, sharedSeed, R, &expMax);
+    }
+    std::fill(R + std::max(lo, hi), R + lo + B, 0.0f);  // zero padding (D leaves zeros zero)
+    norms[b] = static_cast<float>(std::sqrt(sq));
+  }
+  fwhtInPlace(R, dp, B);
+  return expMax != 0x7F800000u;
+}
+
+at::Tensor quantizePack(const float* R, const float* range, const RandomizedHadamard& rht, int bits, int fieldBits,
+                        uint64_t seed, at::Tensor& cache) {
+  const int64_t dp = rht.paddedDim(), B = rht.blockSize();
+  const float L = static_cast<float>((1 << (bits - 1)) - 1);
+  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));
+  const int32_t Lf = (1 << (fieldBits - 1)) - 1;  // the field's own offset
+  const int32_t shift = Lf - static_cast<int32_t>(L);  // codes are c + L; fields hold c + Lf
+  alignas(64) float u[kTile];
+  alignas(64) int32_t codes[kTile];
+  const bool fast = byteWords(fieldBits);
+  at::Tensor words = fast ? simd::reusableBuffer(cache, SaturatingPackedSum::numWords(dp, fieldBits), at::kByte)
+                          : at::Tensor();
+  at::Tensor all = fast ? at::Tensor() : at::empty({dp}, at::kInt);
+  for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+    const float m = range[b];
+    const float scale = static_cast<float>(L) / m;  // Thc::quantize: R·(L/m)
+    for (int64_t t = b * B; t < (b + 1) * B; t += kTile) {
+      const int64_t len = std::min(kTile, (b + 1) * B - t);
+      simd::uniform01Fill(seed, static_cast<uint64_t>(t), len, u);
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (haveAvx512())
+        tileCodes512(R + t, u, len, inv, scale, !(m > 0), L, codes);
+      else
+#endif
+        tileCodes(R + t, u, len, inv, scale, !(m > 0), L, codes);
+      if (shift != 0)
+        for (int64_t k = 0; k < len; ++k) codes[k] += shift;
+      if (fast) {
+        packBytes(codes, len, fieldBits, words.data_ptr<uint8_t>() + t * fieldBits / 8);
+      } else {
+        int32_t* c = all.data_ptr<int32_t>() + t;
+        for (int64_t k = 0; k < len; ++k) c[k] = codes[k] - Lf;  // signed, as SaturatingPackedSum::pack takes
+      }
+    }
+  }
+  return fast ? words : SaturatingPackedSum::pack(all, fieldBits);
+}
+
+at::Tensor unpackInverse(const at::Tensor& wordsIn, const float* range, const RandomizedHadamard& rht, int bits,
+                         int fieldBits, int n, uint64_t sharedSeed, std::vector<float>& scratch, at::Tensor& cache) {
+  const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
+  const float L = static_cast<float>((1 << (bits - 1)) - 1);
+  const int32_t Lf = (1 << (fieldBits - 1)) - 1;
+  scratch.resize(static_cast<size_t>(dp));
+  float* y = scratch.data();
+  const at::Tensor words = wordsIn.cpu().contiguous();
+  at::Tensor sums;
+  if (!byteWords(fieldBits)) sums = SaturatingPackedSum::unpack(words, fieldBits, dp);
+  for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+    const float ml = range[b] / L;  // Thc::dequantizeSum: (s/n)·(M/L)
+    if (byteWords(fieldBits)) {
+      unpackBytes(words.data_ptr<uint8_t>() + b * B * fieldBits / 8, B, fieldBits, Lf, static_cast<float>(n), ml,
+                  y + b * B);
+    } else {
+      const int32_t* s = sums.data_ptr<int32_t>() + b * B;
+      for (int64_t k = 0; k < B; ++k) y[b * B + k] = (static_cast<float>(s[k]) / static_cast<float>(n)) * ml;
+    }
+  }
+  fwhtInPlace(y, dp, B);
+  at::Tensor out = simd::reusableBuffer(cache, d, at::kFloat);
+  scaleSigns(y, 0, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(B))), sharedSeed, out.data_ptr<float>());
+  return out;
+}
+
+}  // namespace gradzip::compress::thc
