@@ -20,7 +20,11 @@ namespace {
 
 constexpr int64_t kTile = 4096;  // 16 KiB of floats: stays in L1/L2 for the small strides
 
-// Butterflies with strides h in [hFrom, hTo) over x[0, n).
+// Butterflies with strides h in [hFrom, hTo) over x[0, n); compiled for
+// AVX-512, AVX2 and baseline x86-64 (the inner loop vectorises for h >= 16).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 void butterflies(float* x, int64_t n, int64_t hFrom, int64_t hTo) {
   for (int64_t h = hFrom; h < hTo; h *= 2) {
     for (int64_t i = 0; i < n; i += 2 * h) {
@@ -59,6 +63,45 @@ __attribute__((target("avx512f"))) void smallStrides512(float* x, int64_t n) {
   }
 }
 
+// Strides 1 to 128 of every 256-float group with the group in 16 registers:
+// strides below 16 inside each register (as smallStrides512), then 16..128
+// between registers. Each 256-group is independent of the others for these
+// strides, so this equals butterflies(x, n, 1, 256) bit for bit.
+__attribute__((target("avx512f"))) void strides256(float* x, int64_t n) {
+  const __m512i p1 = _mm512_set_epi32(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
+  const __m512i p2 = _mm512_set_epi32(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2);
+  const __m512i p4 = _mm512_set_epi32(11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5, 4);
+  const __m512i p8 = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
+  const __m512 s1 = _mm512_set_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);
+  const __m512 s2 = _mm512_set_ps(-1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1);
+  const __m512 s4 = _mm512_set_ps(-1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1);
+  const __m512 s8 = _mm512_set_ps(-1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, 1, 1, 1, 1);
+  for (int64_t i = 0; i < n; i += 256) {
+    // Fully unrolled (constant indices), so v stays in registers.
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      __m512 t = _mm512_loadu_ps(x + i + 16 * r);
+      t = _mm512_fmadd_ps(t, s1, _mm512_permutexvar_ps(p1, t));
+      t = _mm512_fmadd_ps(t, s2, _mm512_permutexvar_ps(p2, t));
+      t = _mm512_fmadd_ps(t, s4, _mm512_permutexvar_ps(p4, t));
+      v[r] = _mm512_fmadd_ps(t, s8, _mm512_permutexvar_ps(p8, t));
+    }
+#pragma GCC unroll 4
+    for (int h = 1; h < 16; h *= 2)  // register strides 1, 2, 4, 8 = element strides 16 .. 128
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; r += 2 * h)
+#pragma GCC unroll 16
+        for (int j = r; j < r + h; ++j) {
+          const __m512 u = v[j], w = v[j + h];
+          v[j] = _mm512_add_ps(u, w);
+          v[j + h] = _mm512_sub_ps(u, w);
+        }
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) _mm512_storeu_ps(x + i + 16 * r, v[r]);
+  }
+}
+
 bool haveAvx512f() {
   static const bool v = __builtin_cpu_supports("avx512f");
   return v;
@@ -68,6 +111,11 @@ bool haveAvx512f() {
 // All strides in [1, tile) of x[0, n) (n a multiple of tile).
 void tileButterflies(float* x, int64_t n, int64_t tile) {
 #if defined(__x86_64__) && defined(__GNUC__)
+  if (tile >= 256 && haveAvx512f()) {
+    strides256(x, n);
+    for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 256, tile);
+    return;
+  }
   if (tile >= 16 && haveAvx512f()) {
     smallStrides512(x, n);
     for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 16, tile);

@@ -205,11 +205,9 @@ at::Tensor Thc::rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) 
   return (norms.to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(rht.blockSize())))).to(at::kFloat).contiguous();
 }
 
-at::Tensor Thc::rotateAllReduce(const at::Tensor& x, const RandomizedHadamard& rht, uint64_t sharedSeed) {
-  scratch_.resize(static_cast<size_t>(rht.paddedDim()));
+at::Tensor Thc::allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
   at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
-  requireFinite(thc::rotateForward(x.data_ptr<float>(), rht, sharedSeed, scratch_.data(), norms.data_ptr<float>()),
-                "thc");
+  requireFinite(thc::blockNorms(x.data_ptr<float>(), rht, norms.data_ptr<float>()), "thc");
   return norms;
 }
 
@@ -234,10 +232,11 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
     ScopedPhase timer(ctx.times, &PhaseTimes::encode);
     const auto rht = rotation(x.numel());
     Payload p;
-    p.tensors.push_back(rotateAllReduce(x, rht, ctx.sharedSeed()));
+    p.tensors.push_back(allReduceNorms(x, rht));
     const at::Tensor range = rangeOf(p.tensors[0], rht);
-    p.tensors.push_back(thc::quantizePack(scratch_.data(), range.data_ptr<float>(), rht, options_.bits, fieldBits(),
-                                          ctx.privateSeed(), wordCache_));
+    p.tensors.push_back(thc::rotateQuantizePack(x.data_ptr<float>(), range.data_ptr<float>(), rht, options_.bits,
+                                                fieldBits(), ctx.sharedSeed(), ctx.privateSeed(), scratch_,
+                                                wordCache_));
     return p;
   }
   checkGradient(x, "thc");

@@ -100,14 +100,13 @@ class Thc : public Compressor {
   Aggregated aggregateAllReduce(const at::Tensor& x, Context& ctx);
   // THC Alg. 3, M = t_p · l / sqrt(B) per block (float32 [numBlocks]).
   at::Tensor rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) const;
-  // allreduce deployment on CPU: block norms (rejecting non-finite x) and the
-  // rotated vector in scratch_ (compress/ThcKernels.h).
-  at::Tensor rotateAllReduce(const at::Tensor& x, const RandomizedHadamard& rht, uint64_t sharedSeed);
+  // allreduce deployment on CPU: block norms, rejecting non-finite x (UserError).
+  at::Tensor allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht);
 
   ThcOptions options_;
   double tp_;
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
-  // allreduce fast path: the rotated vector, and output buffers reused while no
+  // allreduce fast path: one rotation block, and output buffers reused while no
   // caller holds them (simd::reusableBuffer).
   std::vector<float> scratch_;
   at::Tensor wordCache_, meanCache_, appliedCache_;

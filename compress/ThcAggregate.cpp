@@ -87,16 +87,16 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
   const auto rht = rotation(x.numel());
   at::Tensor norms, words;
   {
-    // The rotation runs before the norm round (THC §5.2 opt. 1: they are
-    // independent); it also rejects non-finite x before anything is sent.
+    // Block norms (the rotation keeps them, THC §5.2 opt. 1); rejects
+    // non-finite x before anything is sent.
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    norms = rotateAllReduce(x, rht, ctx.sharedSeed());
+    norms = allReduceNorms(x, rht);
   }
   const at::Tensor range = rangeOf(maxNorms(norms, ctx), rht);
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    words = thc::quantizePack(scratch_.data(), range.data_ptr<float>(), rht, options_.bits, b, ctx.privateSeed(),
-                              wordCache_);
+    words = thc::rotateQuantizePack(x.data_ptr<float>(), range.data_ptr<float>(), rht, options_.bits, b,
+                                    ctx.sharedSeed(), ctx.privateSeed(), scratch_, wordCache_);
   }
 
   at::Tensor summed = words;

@@ -30,27 +30,49 @@ constexpr int64_t kTile = 2048;
 #endif
 
 // D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is
-// set (RandomizedHadamard::applySigns); copies x[lo, hi) into R with the signs
-// and returns Σ x² in double and the exponent-field maximum (finiteness).
-GZ_THC_CLONES double signedCopy(const float* __restrict x, int64_t lo, int64_t hi, uint64_t seed, float* __restrict R,
-                                uint32_t* expMax) {
-  double acc = 0;
-  uint32_t mx = *expMax;
+// set (RandomizedHadamard::applySigns); copies coordinates [lo, hi) of x, whose
+// first is xs[0], into R[0, hi − lo) with the signs.
+GZ_THC_CLONES void signedCopy(const float* __restrict xs, int64_t lo, int64_t hi, uint64_t seed,
+                              float* __restrict R) {
   for (int64_t w = lo / 64; w * 64 < hi; ++w) {
     const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
     const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
     for (int64_t i = b; i < e; ++i) {
       uint32_t u;
-      std::memcpy(&u, x + i, 4);
-      const uint32_t ef = u & 0x7F800000u;
-      mx = ef > mx ? ef : mx;
+      std::memcpy(&u, xs + (i - lo), 4);
       u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
-      std::memcpy(R + i, &u, 4);
-      acc += static_cast<double>(x[i]) * x[i];
+      std::memcpy(R + (i - lo), &u, 4);
     }
   }
-  *expMax = mx;
-  return acc;
+}
+
+// Σ x² over [lo, hi) in double (8 independent partial sums, so the loop
+// vectorises), and the exponent-field maximum (finiteness) into *expMax.
+GZ_THC_CLONES double squares(const float* __restrict x, int64_t lo, int64_t hi, uint32_t* expMax) {
+  double acc[8] = {};
+  uint32_t mx[8] = {};
+  int64_t i = lo;
+  for (; i + 8 <= hi; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      uint32_t u;
+      std::memcpy(&u, x + i + l, 4);
+      const uint32_t ef = u & 0x7F800000u;
+      mx[l] = ef > mx[l] ? ef : mx[l];
+      acc[l] += static_cast<double>(x[i + l]) * x[i + l];
+    }
+  for (; i < hi; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const uint32_t ef = u & 0x7F800000u;
+    mx[0] = ef > mx[0] ? ef : mx[0];
+    acc[0] += static_cast<double>(x[i]) * x[i];
+  }
+  double s = 0;
+  for (int l = 0; l < 8; ++l) {
+    s += acc[l];
+    *expMax = mx[l] > *expMax ? mx[l] : *expMax;
+  }
+  return s;
 }
 
 // One tile of codes (offset by L, so in [0, 2L]) of R[0, len).
@@ -95,6 +117,7 @@ GZ_THC_CLONES void unpackBytes(const uint8_t* __restrict in, int64_t len, int bi
 }
 
 // out[i] = ±(R[i]·inv) for i in [lo, hi): the inverse's scale, then D.
+// (R holds coordinates [lo, lo + B): R[0] is coordinate lo.)
 GZ_THC_CLONES void scaleSigns(const float* __restrict R, int64_t lo, int64_t hi, float inv, uint64_t seed,
                               float* __restrict out) {
   for (int64_t w = lo / 64; w * 64 < hi; ++w) {
@@ -102,7 +125,7 @@ GZ_THC_CLONES void scaleSigns(const float* __restrict R, int64_t lo, int64_t hi,
     const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
     for (int64_t i = b; i < e; ++i) {
       uint32_t u;
-      const float v = R[i] * inv;
+      const float v = R[i - lo] * inv;
       std::memcpy(&u, &v, 4);
       u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
       std::memcpy(out + i, &u, 4);
@@ -111,39 +134,6 @@ GZ_THC_CLONES void scaleSigns(const float* __restrict R, int64_t lo, int64_t hi,
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// signedCopy for a 64-aligned [lo, hi) with AVX-512: the sign word's 16 bits
-// of each 16-float step are the lane mask of an XOR with the sign bit; the
-// squares accumulate in two double vectors (lane order differs from the scalar
-// loop: the norm may differ in its last double bits, never by a float ulp in
-// practice, and both encode and aggregate use this path).
-__attribute__((target("avx512f,avx512dq"))) double signedCopy512(const float* x, int64_t lo, int64_t hi,
-                                                                 uint64_t seed, float* R, uint32_t* expMax) {
-  const __m512i expMask = _mm512_set1_epi32(0x7F800000);
-  const __m512i signBit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
-  __m512i mx = _mm512_set1_epi32(static_cast<int>(*expMax));
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-  int64_t i = lo;
-  for (; i + 64 <= hi; i += 64) {
-    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(i / 64));
-    for (int q = 0; q < 4; ++q) {
-      const __m512i v = _mm512_loadu_si512(x + i + 16 * q);
-      mx = _mm512_max_epu32(mx, _mm512_and_si512(v, expMask));
-      const __mmask16 m = static_cast<__mmask16>(bits >> (16 * q));
-      _mm512_storeu_si512(R + i + 16 * q, _mm512_mask_xor_epi32(v, m, v, signBit));
-      const __m512 f = _mm512_castsi512_ps(v);
-      const __m512d lo8 = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
-      const __m512d hi8 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
-      a0 = _mm512_fmadd_pd(lo8, lo8, a0);
-      a1 = _mm512_fmadd_pd(hi8, hi8, a1);
-    }
-  }
-  uint32_t m = _mm512_reduce_max_epu32(mx);
-  double acc = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
-  if (i < hi) acc += signedCopy(x, i, hi, seed, R, &m);
-  *expMax = m;
-  return acc;
-}
-
 // tileCodes with AVX-512, the same float operations lane by lane.
 __attribute__((target("avx512f"))) void tileCodes512(const float* R, const float* u, int64_t len, float inv,
                                                      float scale, bool zero, float L, int32_t* codes) {
@@ -175,46 +165,45 @@ bool byteWords(int fieldBits) { return fieldBits == 2 || fieldBits == 4 || field
 
 }  // namespace
 
-bool rotateForward(const float* x, const RandomizedHadamard& rht, uint64_t sharedSeed, float* R, float* norms) {
-  const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
+bool blockNorms(const float* x, const RandomizedHadamard& rht, float* norms) {
+  const int64_t d = rht.dim(), B = rht.blockSize();
   uint32_t expMax = 0;
   for (int64_t b = 0; b < rht.numBlocks(); ++b) {
     const int64_t lo = b * B, hi = std::min(d, lo + B);
     double sq = 0;
-    if (hi > lo) {
-#if defined(__x86_64__) && defined(__GNUC__)
-      if (B % 64 == 0 && haveAvx512())
-        sq = signedCopy512(x, lo, hi, sharedSeed, R, &expMax);
-      else
-#endif
-        sq = signedCopy(x, lo, hi, sharedSeed, R, &expMax);
-    }
-    std::fill(R + std::max(lo, hi), R + lo + B, 0.0f);  // zero padding (D leaves zeros zero)
+    if (hi > lo) sq = squares(x, lo, hi, &expMax);
     norms[b] = static_cast<float>(std::sqrt(sq));
   }
-  fwhtInPlace(R, dp, B);
   return expMax != 0x7F800000u;
 }
 
-at::Tensor quantizePack(const float* R, const float* range, const RandomizedHadamard& rht, int bits, int fieldBits,
-                        uint64_t seed, at::Tensor& cache) {
-  const int64_t dp = rht.paddedDim(), B = rht.blockSize();
+at::Tensor rotateQuantizePack(const float* x, const float* range, const RandomizedHadamard& rht, int bits,
+                              int fieldBits, uint64_t sharedSeed, uint64_t seed, std::vector<float>& scratch,
+                              at::Tensor& cache) {
+  const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
   const float L = static_cast<float>((1 << (bits - 1)) - 1);
-  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));
-  const int32_t Lf = (1 << (fieldBits - 1)) - 1;  // the field's own offset
+  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));  // RandomizedHadamard::forward
+  const int32_t Lf = (1 << (fieldBits - 1)) - 1;       // the field's own offset
   const int32_t shift = Lf - static_cast<int32_t>(L);  // codes are c + L; fields hold c + Lf
   alignas(64) float u[kTile];
   alignas(64) int32_t codes[kTile];
+  scratch.resize(static_cast<size_t>(B));
+  float* R = scratch.data();
   const bool fast = byteWords(fieldBits);
   at::Tensor words = fast ? simd::reusableBuffer(cache, SaturatingPackedSum::numWords(dp, fieldBits), at::kByte)
                           : at::Tensor();
   at::Tensor all = fast ? at::Tensor() : at::empty({dp}, at::kInt);
   for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+    const int64_t lo = b * B, hi = std::min(d, lo + B);
+    // R = H·D·pad(x) on this block (D: bit i mod 64 of word i/64; zero padding).
+    if (hi > lo) signedCopy(x + lo, lo, hi, sharedSeed, R);
+    std::fill(R + std::max<int64_t>(hi - lo, 0), R + B, 0.0f);
+    fwhtInPlace(R, B, B);
     const float m = range[b];
-    const float scale = static_cast<float>(L) / m;  // Thc::quantize: R·(L/m)
-    for (int64_t t = b * B; t < (b + 1) * B; t += kTile) {
-      const int64_t len = std::min(kTile, (b + 1) * B - t);
-      simd::uniform01Fill(seed, static_cast<uint64_t>(t), len, u);
+    const float scale = L / m;  // Thc::quantize: R·(L/m)
+    for (int64_t t = 0; t < B; t += kTile) {
+      const int64_t len = std::min(kTile, B - t);
+      simd::uniform01Fill(seed, static_cast<uint64_t>(lo + t), len, u);
 #if defined(__x86_64__) && defined(__GNUC__)
       if (haveAvx512())
         tileCodes512(R + t, u, len, inv, scale, !(m > 0), L, codes);
@@ -224,9 +213,9 @@ at::Tensor quantizePack(const float* R, const float* range, const RandomizedHada
       if (shift != 0)
         for (int64_t k = 0; k < len; ++k) codes[k] += shift;
       if (fast) {
-        packBytes(codes, len, fieldBits, words.data_ptr<uint8_t>() + t * fieldBits / 8);
+        packBytes(codes, len, fieldBits, words.data_ptr<uint8_t>() + (lo + t) * fieldBits / 8);
       } else {
-        int32_t* c = all.data_ptr<int32_t>() + t;
+        int32_t* c = all.data_ptr<int32_t>() + lo + t;
         for (int64_t k = 0; k < len; ++k) c[k] = codes[k] - Lf;  // signed, as SaturatingPackedSum::pack takes
       }
     }
@@ -239,24 +228,25 @@ at::Tensor unpackInverse(const at::Tensor& wordsIn, const float* range, const Ra
   const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
   const float L = static_cast<float>((1 << (bits - 1)) - 1);
   const int32_t Lf = (1 << (fieldBits - 1)) - 1;
-  scratch.resize(static_cast<size_t>(dp));
+  scratch.resize(static_cast<size_t>(B));
   float* y = scratch.data();
   const at::Tensor words = wordsIn.cpu().contiguous();
   at::Tensor sums;
   if (!byteWords(fieldBits)) sums = SaturatingPackedSum::unpack(words, fieldBits, dp);
-  for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+  at::Tensor out = simd::reusableBuffer(cache, d, at::kFloat);
+  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));
+  for (int64_t b = 0; b < rht.numBlocks() && b * B < d; ++b) {
     const float ml = range[b] / L;  // Thc::dequantizeSum: (s/n)·(M/L)
     if (byteWords(fieldBits)) {
-      unpackBytes(words.data_ptr<uint8_t>() + b * B * fieldBits / 8, B, fieldBits, Lf, static_cast<float>(n), ml,
-                  y + b * B);
+      unpackBytes(words.data_ptr<uint8_t>() + b * B * fieldBits / 8, B, fieldBits, Lf, static_cast<float>(n), ml, y);
     } else {
       const int32_t* s = sums.data_ptr<int32_t>() + b * B;
-      for (int64_t k = 0; k < B; ++k) y[b * B + k] = (static_cast<float>(s[k]) / static_cast<float>(n)) * ml;
+      for (int64_t k = 0; k < B; ++k) y[k] = (static_cast<float>(s[k]) / static_cast<float>(n)) * ml;
     }
+    fwhtInPlace(y, B, B);
+    // RandomizedHadamard::inverse: the 1/sqrt(B) scale, then D; padding dropped.
+    scaleSigns(y, b * B, std::min(d, (b + 1) * B), inv, sharedSeed, out.data_ptr<float>());
   }
-  fwhtInPlace(y, dp, B);
-  at::Tensor out = simd::reusableBuffer(cache, d, at::kFloat);
-  scaleSigns(y, 0, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(B))), sharedSeed, out.data_ptr<float>());
   return out;
 }
 
