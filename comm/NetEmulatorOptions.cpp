@@ -12,6 +12,15 @@ NetEmulatorOptions NetEmulatorOptions::fromYaml(YamlReader& r) {
   o.burstMillis = r.getDouble("burst_ms", o.burstMillis, 0.1, 1000.0);
   o.queueMillis = r.getDouble("queue_ms", o.queueMillis, 1.0, 10000.0);
   o.schedule = RateSchedule::fromYaml(r, "schedule");
+  if (r.has("mbit")) {  // shorthand for a constant schedule
+    if (!o.schedule.empty()) r.fail("mbit", "give either mbit (a constant rate) or schedule, not both");
+    const std::string rate = r.getString("mbit", "");
+    try {
+      o.schedule = RateSchedule::parse(rate);
+    } catch (const UserError& e) {
+      r.fail("mbit", e.what());
+    }
+  }
   r.finish();
   return o;
 }

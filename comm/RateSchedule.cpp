@@ -39,6 +39,7 @@ RateSchedule::RateSchedule(std::vector<RateStep> steps) : steps_(std::move(steps
 RateSchedule RateSchedule::constant(std::optional<double> mbit) { return RateSchedule({RateStep{0.0, mbit}}); }
 
 RateSchedule RateSchedule::parse(const std::string& text) {
+  if (text.find(':') == std::string::npos) return constant(parseRate(text, "network rate"));
   std::vector<RateStep> steps;
   size_t pos = 0;
   while (pos <= text.size()) {

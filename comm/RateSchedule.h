@@ -30,7 +30,8 @@ class RateSchedule {
   // A single step at t = 0.
   static RateSchedule constant(std::optional<double> mbit);
 
-  // Parses "0:50,10:unshaped,20:10" (seconds:Mbit/s or seconds:unshaped).
+  // Parses "0:50,10:unshaped,20:10" (seconds:Mbit/s or seconds:unshaped), or a
+  // single rate ("20", "unshaped") for a constant schedule.
   static RateSchedule parse(const std::string& text);
   // YAML: a list of {at: seconds, mbit: number | unshaped}; an absent key gives
   // an empty schedule.

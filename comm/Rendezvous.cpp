@@ -65,15 +65,29 @@ std::string localAddressTowards(const std::string& host, int port) {
 
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+using Clock = std::chrono::steady_clock;
+
+// What is left of the rendezvous timeout at `deadline` (at least 1 ms).
+std::chrono::milliseconds left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
 c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(o.masterPort);
   so.isServer = o.rank == 0 && !o.agentStore;
   so.numWorkers = std::nullopt;  // joins are checked below, with better errors
   so.waitWorkers = false;
-  so.timeout = o.timeout;
+  // A client's TCPStore construction tries for `timeout`, sleeps up to
+  // `timeout` and tries once more (torch 2.11, TCPStore.cpp), so an absent
+  // master costs up to 3x the timeout: give it a third. Store operations get
+  // the full timeout afterwards.
+  so.timeout = so.isServer ? o.timeout : std::max(std::chrono::milliseconds(1000), o.timeout / 3);
   try {
-    return c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+    auto store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+    store->setTimeout(o.timeout);
+    return store;
   } catch (const std::exception& e) {
     const std::string what = firstLine(e.what());
     if (so.isServer)
@@ -88,7 +102,7 @@ c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
 
 // Every rank publishes "worldSize|fingerprint"; each compares with rank 0's and
 // rank 0 waits for all, so mismatches fail fast with names instead of hanging.
-void checkJoin(c10d::Store& store, const RendezvousOptions& o) {
+void checkJoin(c10d::Store& store, const RendezvousOptions& o, Clock::time_point deadline) {
   const std::string mine = fmt::format("{}|{}", o.worldSize, o.fingerprint);
   store.set(fmt::format("gradzip/join/{}", o.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
   auto read = [&](int r) {
@@ -110,14 +124,14 @@ void checkJoin(c10d::Store& store, const RendezvousOptions& o) {
   for (int r = 0; r < o.worldSize; ++r) keys.push_back(fmt::format("gradzip/join/{}", r));
   if (o.rank != 0) {
     try {
-      store.wait({keys[0]}, o.timeout);
+      store.wait({keys[0]}, left(deadline));
     } catch (const std::exception&) {
       throw CommError(fmt::format("rank {}: rank 0 did not join within {} s", o.rank, o.timeout.count() / 1000.0));
     }
     compare(0, read(0));
   }
   try {
-    store.wait(keys, o.timeout);
+    store.wait(keys, left(deadline));
   } catch (const std::exception&) {
     std::string missing;
     for (int r = 0; r < o.worldSize; ++r)
@@ -163,10 +177,13 @@ std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
            o.rank, o.worldSize);
   if (o.worldSize == 1) return std::make_unique<LocalCommunicator>();
 
+  // Connecting and joining share one timeout; Gloo's connection setup below
+  // has its own (Options::timeout is also its default operation timeout).
+  const auto deadline = Clock::now() + o.timeout;
   c10::intrusive_ptr<c10d::Store> store =
       c10::make_intrusive<c10d::PrefixStore>(fmt::format("gradzip{}", o.generation), openStore(o));
   try {
-    checkJoin(*store, o);
+    checkJoin(*store, o, deadline);
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {

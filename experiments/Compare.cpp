@@ -2,7 +2,7 @@
 // TTA summary (markdown + JSON) with utility over FP16 and FP32.
 #include "experiments/Compare.h"
 
-#include "trainer/Launcher.h"
+#include "trainer/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
 #include "util/Error.h"
 #include "util/Yaml.h"
@@ -150,7 +150,7 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     cfg["compress"] = arm.compress;
     // Validate now, so a bad arm fails before any training starts.
     YamlReader reader(cfg, args.suite, "");
-    trainer::TrainConfig::fromYaml(reader);
+    const auto armConfig = trainer::TrainConfig::fromYaml(reader);
     fs::create_directories(armDir);
     const std::string cfgPath = armDir + "/arm.yaml";
     {
@@ -164,7 +164,7 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     trainer::LaunchOptions lo;
     lo.nprocs = s.worldSize;
     lo.command = {selfExe, "train", cfgPath};
-    const int rc = trainer::launch(lo);
+    const int rc = trainer::launchOn(lo, armConfig.network);
     if (rc != 0) throw UserError(fmt::format("arm {} failed (exit status {}); see the log above", arm.name, rc));
     std::ofstream(armDir + "/done") << "ok\n";
   }

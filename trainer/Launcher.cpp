@@ -87,6 +87,8 @@ int launch(const LaunchOptions& o) {
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       for (const auto& kv : o.env) putenv(const_cast<char*>(kv.c_str()));
       std::vector<char*> argv;
+      if (r < static_cast<int>(o.rankPrefix.size()))
+        for (const auto& a : o.rankPrefix[r]) argv.push_back(const_cast<char*>(a.c_str()));
       for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       execvp(argv[0], argv.data());

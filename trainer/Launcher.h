@@ -19,6 +19,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{5000};
   // Extra variables for every rank, "NAME=value".
   std::vector<std::string> env;
+  // Per rank, argv words put before `command` (e.g. {"ip", "netns", "exec",
+  // NS} to run the rank in a network namespace); empty = none.
+  std::vector<std::vector<std::string>> rankPrefix;
 };
 
 // Runs the ranks to completion. Returns 0 when all succeed, the first failing

@@ -4,15 +4,24 @@
 
 #include "comm/Rendezvous.h"
 #include "trainer/Trainer.h"
+#include "util/Error.h"
 
 #include <spdlog/spdlog.h>
+
+#include <cstdlib>
 
 namespace gradzip::trainer {
 
 int trainCommand(const TrainArgs& args) {
   auto cfg = TrainConfig::load(args.config, args.overrides);
+  if (cfg.network && !std::getenv("GRADZIP_NETWORK"))
+    throw UserError(fmt::format(
+        "{}: the network block (emulated links) is set up by `gradzip launch -n N {}` or `gradzip compare`, which "
+        "run each rank in its own network namespace; under torchrun or SLURM remove the block",
+        args.config, args.config));
   auto ro = comm::RendezvousOptions::fromEnv();
-  ro.timeout = std::chrono::seconds(cfg.comm.timeoutS);
+  // comm.timeout_s, unless GRADZIP_COMM_TIMEOUT_S (read by fromEnv) overrides it.
+  if (!std::getenv("GRADZIP_COMM_TIMEOUT_S")) ro.timeout = std::chrono::seconds(cfg.comm.timeoutS);
   ro.fingerprint = cfg.fingerprint();
   auto comm = comm::connect(ro);
   comm->setSendDelay(std::chrono::microseconds(cfg.comm.latencyUs));

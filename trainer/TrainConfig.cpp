@@ -140,6 +140,11 @@ TrainConfig TrainConfig::fromYaml(YamlReader& root) {
   c.train = trainFromYaml(root.child("train"));
   c.comm = commFromYaml(root.child("comm"));
   c.plan = planFromYaml(root.child("compress"));
+  if (root.has("network")) {
+    auto n = root.child("network");
+    if (n.has("ranks")) n.fail("ranks", "the rank count comes from `launch -n` or the suite's world_size");
+    c.network = comm::NetEmulatorOptions::fromYaml(n);
+  }
   root.finish();
   return c;
 }
@@ -184,6 +189,12 @@ YAML::Node TrainConfig::toYaml() const {
   cp["name"] = plan.compressor;
   cp["collective"] = plan.collective;
   if (plan.options && plan.options.size() > 0) cp[plan.compressor] = plan.options;
+  if (network) {
+    YAML::Node net;
+    network->toYaml(net);
+    net.remove("ranks");
+    n["network"] = net;
+  }
   return n;
 }
 

@@ -2,15 +2,18 @@
 // strict schema of util/Yaml.h (unknown keys, wrong types and out-of-range
 // values are errors naming file, line and key) into typed options, and written
 // back with defaults filled in as the run's effective config. Sections:
-//   run, model, data, optim, schedule, train, comm, compress
+//   run, model, data, optim, schedule, train, comm, compress, and the optional
+//   network (emulated links, honoured by `gradzip launch` and `gradzip compare`)
 // `--set key.path=value` overrides are applied to the YAML before parsing.
 #pragma once
 
+#include "comm/NetEmulator.h"
 #include "data/DataOptions.h"
 #include "models/ModelOptions.h"
 #include "trainer/OptimOptions.h"
 #include "trainer/Plan.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,9 @@ struct TrainConfig {
   TrainOptions train;
   CommOptions comm;
   Plan plan;
+  // `network: {mbit: 20}` or `{schedule: [{at: 0, mbit: 50}, {at: 60, mbit: 10}]}`
+  // (+ burst_ms, queue_ms, mtu, subnet); the rank count comes from the launch.
+  std::optional<comm::NetEmulatorOptions> network;
 
   // Parses `path`; overrides are "dotted.key=yaml-value".
   static TrainConfig load(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -363,7 +363,9 @@ struct Trainer::Impl {
                             {"intra_op_threads", at::get_num_threads()},
                             {"hardware_threads", std::thread::hardware_concurrency()},
                             {"config_fingerprint", cfg.fingerprint()},
-                            {"plan", cfg.plan.key()}};
+                            {"plan", cfg.plan.key()},
+                            {"network", std::getenv("GRADZIP_NETWORK") ? std::getenv("GRADZIP_NETWORK") : "host"},
+                            {"latency_us", cfg.comm.latencyUs}};
       std::ofstream(cfg.runDir() + "/environment.json") << env.dump(2) << "\n";
     }
     bool resumed = resume && loadCheckpoint();

@@ -6,7 +6,8 @@
 #include "experiments/Benchmarks.h"
 #include "experiments/Compare.h"
 #include "trainer/Commands.h"
-#include "trainer/Launcher.h"
+#include "trainer/EmulatedLaunch.h"
+#include "trainer/TrainConfig.h"
 #include "util/Allocator.h"
 #include "util/Error.h"
 #include "util/Log.h"
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
   trainer::LaunchOptions lo;
   launchCmd->add_option("-n,--nproc", lo.nprocs, "Number of ranks")->required()->check(CLI::Range(1, 1024));
   launchCmd->add_option("--master-port", lo.masterPort, "Rendezvous port (default: a free one)");
+  std::string netSpec;
+  launchCmd->add_option("--net", netSpec,
+                        "Emulated network (root): a rate in Mbit/s, 'unshaped', or a schedule 'SECONDS:RATE,...' "
+                        "(overrides the config's network block)");
   // Everything from the first positional on (CONFIG.yaml and its train options
   // such as --resume and --set, or a COMMAND and its arguments) is passed on
   // verbatim and in order: prefix_command stops parsing there.
@@ -124,14 +129,26 @@ int main(int argc, char** argv) {
       if (!target.empty() && target.front().rfind("-", 0) == 0)
         throw UserError(fmt::format("launch: unknown option {} (see gradzip launch --help)", target.front()));
       if (target.empty()) throw UserError("launch: give a CONFIG.yaml or a COMMAND to start on every rank");
+      std::optional<comm::NetEmulatorOptions> net;
       if (looksLikeConfig(target.front())) {
         lo.command = {selfExe(), "--log-level", logLevel, "train"};
         lo.command.insert(lo.command.end(), target.begin(), target.end());
+        // The config's network block (after its --set overrides) is the launcher's to set up.
+        std::vector<std::string> overrides;
+        for (size_t i = 1; i + 1 < target.size(); ++i)
+          if (target[i] == "--set") overrides.push_back(target[++i]);
+        for (const auto& t : target)
+          if (t.rfind("--set=", 0) == 0) overrides.push_back(t.substr(6));
+        net = trainer::TrainConfig::load(target.front(), overrides).network;
       } else {
         lo.command = target;
         if (lo.command.front() == "gradzip") lo.command.front() = selfExe();
       }
-      return trainer::launch(lo);
+      if (!netSpec.empty()) {
+        if (!net) net = comm::NetEmulatorOptions{};
+        net->schedule = comm::RateSchedule::parse(netSpec);
+      }
+      return trainer::launchOn(lo, net);
     }
     if (*compare) return experiments::compareCommand(cmpArgs, selfExe());
     if (*benchColl) return experiments::benchCollectives(bcArgs);

@@ -218,3 +218,39 @@ TEST(TrainConfig, OverridesAndStrictErrors) {
   EXPECT_THROW(trainer::TrainConfig::load(path, {"train.max_steps"}), ConfigError);
   EXPECT_THROW(trainer::TrainConfig::load(path, {"compress.name=fp17"}), ConfigError);
 }
+
+TEST(TrainConfig, NetworkBlock) {
+  gradzip::testing::TempDir dir;
+  const std::string path = dir.path() + "/c.yaml";
+  const std::string base = "model: {name: mlp}\ndata: {dataset: fashion_mnist}\n";
+  std::ofstream(path) << base;
+  EXPECT_FALSE(trainer::TrainConfig::load(path).network.has_value());
+
+  std::ofstream(path) << base << "network: {mbit: 20}\n";
+  auto c = trainer::TrainConfig::load(path);
+  ASSERT_TRUE(c.network.has_value());
+  ASSERT_EQ(c.network->schedule.steps().size(), 1u);
+  EXPECT_EQ(c.network->schedule.steps()[0].mbit, 20.0);
+  EXPECT_FALSE(c.toYaml()["network"]["ranks"].IsDefined()) << "ranks come from the launch";
+
+  std::ofstream(path) << base << "network:\n  schedule: [{at: 0, mbit: 50}, {at: 30, mbit: unshaped}]\n";
+  c = trainer::TrainConfig::load(path);
+  ASSERT_EQ(c.network->schedule.steps().size(), 2u);
+  EXPECT_FALSE(c.network->schedule.steps()[1].mbit.has_value());
+
+  auto error = [&](const std::string& block) {
+    std::ofstream(path) << base << block;
+    try {
+      trainer::TrainConfig::load(path);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("network: {mbit: fast}\n").find(path + ":3: network.mbit: "), std::string::npos)
+      << error("network: {mbit: fast}\n");
+  EXPECT_NE(error("network: {ranks: 2, mbit: 20}\n").find("network.ranks: the rank count comes from"),
+            std::string::npos);
+  EXPECT_NE(error("network: {mbit: 20, schedule: [{at: 0, mbit: 5}]}\n").find("either mbit"), std::string::npos);
+  EXPECT_NE(error("network: {schedule: [{at: 5, mbit: 5}]}\n").find("first step must start at 0"), std::string::npos);
+}
