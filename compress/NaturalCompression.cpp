@@ -164,14 +164,12 @@ GZ_NAT_CLONES void decodeLoop(const uint8_t* __restrict codes, int64_t n, float*
 // encodeLoop with AVX-512 (F, DQ, BW, VL), 16 coordinates per step: the same
 // splitmix64 words (64-bit multiplies need DQ) and the same integer recipe, so
 // the codes equal the portable loop's bit for bit.
-// randomBits(seed, first + lane) for lane < 8 (CounterRng.h's splitmix64).
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) inline __m512i draw8(__m512i seedV, uint64_t first,
-                                                                                    __m512i lane) {
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ULL));
+// randomBits for the 8 counters whose splitmix64 states are z (CounterRng.h:
+// state_i = seed + (i + 1)·γ, kept incrementally by the caller, so only the
+// finaliser's two multiplies remain per word).
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) inline __m512i finalise8(__m512i z) {
   const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
   const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
-  __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + 1)), lane);
-  z = _mm512_add_epi64(seedV, _mm512_mullo_epi64(z, gamma));
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
   return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
@@ -180,8 +178,12 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) inline __m512i dra
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
     const float* x, int64_t n, uint64_t seed, uint64_t offset, bool stochastic, uint8_t* out, uint32_t* expMax) {
   const int64_t body = n / 16 * 16;
-  const __m512i seedV = _mm512_set1_epi64(static_cast<long long>(seed));
-  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
+  // States seed + (offset + i + 1)·γ of lanes i = 0..7; +8γ per half step.
+  alignas(64) uint64_t start[8];
+  for (int l = 0; l < 8; ++l) start[l] = seed + (offset + static_cast<uint64_t>(l) + 1) * kGamma;
+  __m512i state = _mm512_load_si512(start);
+  const __m512i step8 = _mm512_set1_epi64(static_cast<long long>(8 * kGamma));
   const __m512i expMask = _mm512_set1_epi32(0x7F800000);
   const __m512i absMask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i m23 = _mm512_set1_epi32(0x7FFFFF);
@@ -196,8 +198,10 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
   __m512i mx = _mm512_setzero_si512();
   int64_t clipped = 0;
   for (int64_t i = 0; i < body; i += 16) {
-    const uint64_t first = offset + static_cast<uint64_t>(i);
-    const __m512i r0 = draw8(seedV, first, lane), r1 = draw8(seedV, first + 8, lane);
+    const __m512i r0 = finalise8(state);
+    state = _mm512_add_epi64(state, step8);
+    const __m512i r1 = finalise8(state);
+    state = _mm512_add_epi64(state, step8);
     // low 32 bits (r & 0x7FFFFF) and bits 40..63 (the uniform's 24 bits) of each word
     const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(r0)),
                                           _mm512_cvtepi64_epi32(r1), 1);

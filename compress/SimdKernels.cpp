@@ -218,13 +218,17 @@ __attribute__((target("avx512f,avx512dq"))) void uniform512(uint64_t seed, uint6
   const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ULL));
   const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
   const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
-  const __m512i seedV = _mm512_set1_epi64(static_cast<long long>(seed));
-  const __m512i lane = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);  // (i + 1) of randomBits
+  // splitmix64 states seed + (first + k + 1)·γ, advanced by 8γ per step (no
+  // multiply for the counter; the same words as randomBits).
+  alignas(64) uint64_t start[8];
+  for (int l = 0; l < 8; ++l) start[l] = seed + (first + static_cast<uint64_t>(l) + 1) * 0x9e3779b97f4a7c15ULL;
+  __m512i state = _mm512_load_si512(start);
+  const __m512i step8 = _mm512_slli_epi64(gamma, 3);
   const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
-    __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + k)), lane);
-    z = _mm512_add_epi64(seedV, _mm512_mullo_epi64(z, gamma));
+    __m512i z = state;
+    state = _mm512_add_epi64(state, step8);
     z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
     z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
     z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));

@@ -4,7 +4,8 @@
 // single NaN or Inf at any position is detected, reusable buffers are never
 // handed out while a caller holds them, chunk norms equal the plain sums of
 // squares, and C_nat's vectorised encoder/decoder equal naturalEncode /
-// naturalDecode element by element.
+// naturalDecode element by element, and the vectorised uniform stream equals
+// CounterRng's.
 #include "compress/SimdKernels.h"
 
 #include "comm/LocalCommunicator.h"
@@ -86,6 +87,15 @@ TEST(SimdKernels, ChunkNormsAreSumsOfSquares) {
       // float sum of at most 64 positive terms: relative error <= 64·2^-24
       EXPECT_NEAR(sq[c], exact, exact * 64 * std::ldexp(1.0, -24) + 1e-30) << C << " " << c;
     }
+  }
+}
+
+TEST(SimdKernels, UniformStreamEqualsCounterRng) {
+  for (uint64_t first : {0ULL, 5ULL, (1ULL << 40) + 3}) {
+    const int64_t n = 67;
+    std::vector<float> u(n);
+    simd::uniform01Fill(0xABCDEFULL, first, n, u.data());
+    for (int64_t k = 0; k < n; ++k) EXPECT_EQ(u[k], uniform01(0xABCDEFULL, first + k)) << first << " " << k;
   }
 }
 
