@@ -238,13 +238,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void decode512(const uint8_
   const int64_t body = n / 16 * 16;
   const __m512i low6 = _mm512_set1_epi32(0x3F), flag = _mm512_set1_epi32(0x40), sign = _mm512_set1_epi32(0x80);
   const __m512i bias = _mm512_set1_epi32(kNatMinExp + 127);
+  // Large outputs: non-temporal stores (simd::kStreamBytes).
+  const bool stream = n * 4 >= simd::kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
   for (int64_t i = 0; i < body; i += 16) {
     const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
     const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, sign), 24),
                                          _mm512_slli_epi32(_mm512_add_epi32(_mm512_and_si512(c, low6), bias), 23));
     const __mmask16 nz = _mm512_test_epi32_mask(c, flag);
-    _mm512_storeu_si512(out + i, _mm512_maskz_mov_epi32(nz, bits));
+    if (stream)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), _mm512_maskz_mov_epi32(nz, bits));
+    else
+      _mm512_storeu_si512(out + i, _mm512_maskz_mov_epi32(nz, bits));
   }
+  if (stream) _mm_sfence();
   decodeLoop(codes + body, n - body, out + body);
 }
 #endif

@@ -137,7 +137,11 @@ __attribute__((target("avx512f"))) uint32_t toHalf512(const float* x, float div,
 __attribute__((target("avx512f"))) void fromHalf512(const c10::Half* in, float mul, float* out, int64_t n) {
   const __m512 mv = _mm512_set1_ps(mul);
   int64_t i = 0;
-  if (mul == 1.0f) {
+  if (mul == 1.0f && n * 4 >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0) {
+    for (; i + 16 <= n; i += 16)
+      _mm512_stream_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+    _mm_sfence();
+  } else if (mul == 1.0f) {
     for (; i + 16 <= n; i += 16)
       _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
   } else {

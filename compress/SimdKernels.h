@@ -28,6 +28,12 @@ void bf16ToFloat(const c10::BFloat16* in, float mul, float* out, int64_t n);
 // out[i] = x[i]; returns allFinite(x).
 bool copyFinite(const float* x, float* out, int64_t n);
 
+// Outputs of at least this many bytes are written with non-temporal stores
+// where a kernel supports them: they exceed the last-level cache anyway, and
+// streaming skips the read-for-ownership of every destination line (glibc's
+// memcpy, the benchmark's yardstick, does the same for large copies).
+constexpr int64_t kStreamBytes = int64_t{16} << 20;
+
 // True when the CPU runs AVX-512 F, DQ, BW and VL (the wide paths of the
 // compressors' own intrinsic kernels check it once).
 bool haveAvx512();

@@ -90,6 +90,26 @@ TEST(SimdKernels, ChunkNormsAreSumsOfSquares) {
   }
 }
 
+// Outputs of simd::kStreamBytes and more take the non-temporal store path.
+TEST(SimdKernels, StreamingPathsEqualTheReference) {
+  const int64_t n = simd::kStreamBytes / 4 + 37;
+  const at::Tensor x = wideInput(n, 3).mul_(1e-6);
+  const at::Tensor h = x.to(at::kHalf);
+  at::Tensor f = at::empty({n});
+  simd::halfToFloat(h.data_ptr<c10::Half>(), 1.0f, f.data_ptr<float>(), n);
+  EXPECT_TRUE(testing::bitEqual(f, h.to(at::kFloat)));
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  auto c = makeCompressor("cnat", "{}");
+  Payload p = c->encode(x, ctx);
+  const at::Tensor y = c->decode(p, n, ctx);
+  const uint8_t* codes = p.tensors[0].data_ptr<uint8_t>();
+  const float* yp = y.data_ptr<float>();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += yp[i] != naturalDecode(codes[i]);
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(SimdKernels, UniformStreamEqualsCounterRng) {
   for (uint64_t first : {0ULL, 5ULL, (1ULL << 40) + 3}) {
     const int64_t n = 67;
