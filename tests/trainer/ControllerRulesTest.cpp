@@ -1,0 +1,90 @@
+// Tests the MOO controller's decision rules: the Pareto front and knee rule
+// (trainer/Pareto.h) on synthetic fronts, and the drift triggers
+// (trainer/DriftDetector.h) on constructed sequences whose trigger step is
+// computed in closed form.
+#include "trainer/DriftDetector.h"
+#include "trainer/Pareto.h"
+#include "util/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using gradzip::trainer::DriftDetector;
+using gradzip::trainer::kneePoint;
+using gradzip::trainer::Objectives;
+using gradzip::trainer::paretoFront;
+
+TEST(Pareto, FrontDropsDominatedAndNonFinitePoints) {
+  const std::vector<Objectives> pts = {{1, 10}, {2, 4}, {5, 5}, {3, 2}, {4, 1.5}, {10, 1}, {2, 4}, {NAN, 0.1},
+                                       {0.5, INFINITY}};
+  // (5, 5) is dominated by (3, 2); the duplicate (2, 4) stays; NaN/Inf never count.
+  EXPECT_EQ(paretoFront(pts), (std::vector<size_t>{0, 1, 3, 4, 5, 6}));
+  EXPECT_TRUE(paretoFront({}).empty());
+}
+
+TEST(Pareto, KneeIsNearestTheIdealAfterNormalisation) {
+  // Normalised over the front: t = (0, 1/9, 2/9, 1/3, 1), s = (1, 1/3, 1/9, 1/18, 0).
+  // Distances at w = 0.5: 0.707, 0.248, 0.176, 0.239, 0.707 -> the knee is (3, 2).
+  const std::vector<Objectives> pts = {{1, 10}, {2, 4}, {3, 2}, {4, 1.5}, {10, 1}, {5, 5}};
+  EXPECT_EQ(kneePoint(pts), 2u);
+  EXPECT_EQ(kneePoint(pts, 1.0), 0u);  // only time counts: the fastest
+  EXPECT_EQ(kneePoint(pts, 0.0), 4u);  // only accuracy counts: the most accurate
+  // Units do not matter: milliseconds and a scaled statistical cost pick the same plan.
+  std::vector<Objectives> scaled;
+  for (auto p : pts) scaled.push_back({p.time * 1000, p.stat * 0.01});
+  EXPECT_EQ(kneePoint(scaled), 2u);
+}
+
+TEST(Pareto, KneeEdgeCases) {
+  EXPECT_EQ(kneePoint({{3, 3}}), 0u);
+  // Equal distances: the lower time wins. (1,2) and (2,1) are symmetric.
+  EXPECT_EQ(kneePoint({{2, 1}, {1, 2}}), 1u);
+  // The non-finite candidate is skipped even when it would look ideal.
+  EXPECT_EQ(kneePoint({{NAN, 0}, {2, 2}}), 1u);
+  EXPECT_THROW(kneePoint({{NAN, 1}}), gradzip::UserError);
+  EXPECT_THROW(kneePoint({{1, 1}}, 1.5), gradzip::UserError);
+}
+
+TEST(DriftDetector, JumpTriggersNoiseDoesNot) {
+  DriftDetector d(0.10, 0.5);
+  d.reset(1.0);
+  EXPECT_FALSE(d.update(1.0));
+  EXPECT_TRUE(d.update(1.3));  // smoothed 1.15: +15%
+  EXPECT_NEAR(d.change(), 0.15, 1e-12);
+
+  // ±15% alternating noise around the reference with smoothing λ = 0.1: the
+  // moving average oscillates by at most 0.15·λ/(2 − λ) ≈ 0.8%.
+  DriftDetector quiet(0.10, 0.1);
+  quiet.reset(1.0);
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(quiet.update(i % 2 ? 1.15 : 0.85)) << "observation " << i;
+}
+
+TEST(DriftDetector, SustainedShiftTriggersAtTheClosedFormStep) {
+  // A level shift to 1.25 with smoothing 0.1: smoothed_k = 1.25 − 0.25·0.9^k
+  // reaches 1.10 when 0.9^k <= 0.6, i.e. at k = 5.
+  DriftDetector d(0.10, 0.1);
+  d.reset(1.0);
+  int k = 0;
+  while (!d.update(1.25)) ++k;
+  EXPECT_EQ(k + 1, 5);
+  // Downward shifts count too.
+  d.reset(2.0);
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(d.update(1.5));
+  EXPECT_TRUE(d.update(1.5));
+}
+
+TEST(DriftDetector, WarmupAndBadObservations) {
+  DriftDetector d(0.10, 1.0, 3);
+  d.reset(1.0);
+  EXPECT_FALSE(d.update(5.0));  // 1st observation: warming up
+  EXPECT_FALSE(d.update(NAN));  // ignored
+  EXPECT_FALSE(d.update(-1));   // ignored
+  EXPECT_FALSE(d.update(5.0));  // 2nd
+  EXPECT_TRUE(d.update(5.0));   // 3rd
+  DriftDetector unset(0.1, 0.5);
+  EXPECT_FALSE(unset.update(3.0));  // no reference yet
+  EXPECT_THROW(DriftDetector(0, 0.5), gradzip::UserError);
+  EXPECT_THROW(DriftDetector(0.1, 0), gradzip::UserError);
+  EXPECT_THROW(d.reset(0), gradzip::UserError);
+}

@@ -1,0 +1,56 @@
+// Implements trainer/Pareto.h.
+#include "trainer/Pareto.h"
+
+#include "util/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace gradzip::trainer {
+namespace {
+bool finite(const Objectives& o) { return std::isfinite(o.time) && std::isfinite(o.stat); }
+bool dominates(const Objectives& a, const Objectives& b) {
+  return a.time <= b.time && a.stat <= b.stat && (a.time < b.time || a.stat < b.stat);
+}
+}  // namespace
+
+std::vector<size_t> paretoFront(const std::vector<Objectives>& points) {
+  std::vector<size_t> front;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!finite(points[i])) continue;
+    bool dominated = false;
+    for (size_t j = 0; j < points.size() && !dominated; ++j)
+      dominated = j != i && finite(points[j]) && dominates(points[j], points[i]);
+    if (!dominated) front.push_back(i);
+  }
+  return front;
+}
+
+size_t kneePoint(const std::vector<Objectives>& points, double timeWeight) {
+  GZ_CHECK(timeWeight >= 0 && timeWeight <= 1, "knee: time weight {} is outside [0, 1]", timeWeight);
+  const auto front = paretoFront(points);
+  GZ_CHECK(!front.empty(), "knee: no candidate has finite predicted time and statistical cost");
+  double tMin = INFINITY, tMax = -INFINITY, sMin = INFINITY, sMax = -INFINITY;
+  for (size_t i : front) {
+    tMin = std::min(tMin, points[i].time);
+    tMax = std::max(tMax, points[i].time);
+    sMin = std::min(sMin, points[i].stat);
+    sMax = std::max(sMax, points[i].stat);
+  }
+  auto norm = [](double v, double lo, double hi) { return hi > lo ? (v - lo) / (hi - lo) : 0.0; };
+  size_t best = front.front();
+  double bestDist = INFINITY;
+  for (size_t i : front) {
+    const double t = norm(points[i].time, tMin, tMax), s = norm(points[i].stat, sMin, sMax);
+    const double d = std::sqrt(timeWeight * t * t + (1 - timeWeight) * s * s);
+    const bool better = d < bestDist || (d == bestDist && points[i].time < points[best].time);
+    if (better) {
+      best = i;
+      bestDist = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace gradzip::trainer

@@ -1,0 +1,32 @@
+// The decision rule of the MOO controller (flexible-communication paper §3-E):
+// candidate plans are points with two objectives to minimise, the predicted
+// step time and the statistical cost (1/gain, or vNMSE), and the controller
+// picks a knee of their Pareto front. The paper solves with NSGA-II and leaves
+// the knee unspecified; gradzip normalises each objective over the front to
+// [0, 1] and takes the point nearest the ideal (0, 0) under a user-set weight
+// on time (DIGEST.md §5, "our choice").
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace gradzip::trainer {
+
+struct Objectives {
+  double time = 0;  // predicted seconds per step, encode/decode included
+  double stat = 0;  // statistical cost: 1/gain or vNMSE (lower is better)
+};
+
+// Indices (ascending) of the points no other point dominates; a point dominates
+// another when it is no worse in both objectives and better in one. Equal
+// points are all kept. Non-finite objectives are never on the front.
+std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
+
+// The knee of `points`' Pareto front: with t and s each min-max normalised over
+// the front (an objective constant on the front normalises to 0), the point
+// minimising sqrt(w·t² + (1−w)·s²), w = timeWeight in [0, 1] (0.5: both count
+// alike; 1: fastest; 0: most accurate). Ties go to the lower time, then the
+// lower index. Throws UserError when no point has finite objectives.
+size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5);
+
+}  // namespace gradzip::trainer
