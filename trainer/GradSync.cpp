@@ -2,11 +2,14 @@
 // in-order communication thread, and the per-step breakdown.
 #include "trainer/GradSync.h"
 
+#include "compress/ErrorFeedback.h"
 #include "compress/Factory.h"
 #include "util/Error.h"
 #include "util/Yaml.h"
 
 #include <spdlog/spdlog.h>
+
+#include <cmath>
 
 namespace gradzip::trainer {
 namespace {
@@ -172,6 +175,19 @@ void GradSync::commLoop() {
     }
     cv_.notify_all();
   }
+}
+
+double GradSync::residualNorm() const {
+  double sq = 0;
+  for (const auto& b : buckets_) {
+    auto it = b.compressors.find(b.plan.key());
+    if (it == b.compressors.end()) continue;
+    if (const auto* ef = dynamic_cast<const compress::ErrorFeedback*>(it->second.get())) {
+      const double n = ef->residualNorm();
+      sq += n * n;
+    }
+  }
+  return std::sqrt(sq);
 }
 
 compress::Compressor& GradSync::compressorFor(Bucket& b) {

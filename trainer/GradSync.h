@@ -72,6 +72,9 @@ class GradSync {
   void setPlan(const Plan& plan);
   void setPlan(int bucket, const Plan& plan);
   const Plan& plan(int bucket) const { return buckets_.at(bucket).plan; }
+  // ||e||₂ over every bucket's error-feedback residual under its current plan
+  // (0 when no current plan uses error feedback, or before the first step).
+  double residualNorm() const;
   int numBuckets() const { return static_cast<int>(buckets_.size()); }
   int64_t bucketNumel(int bucket) const { return buckets_.at(bucket).numel; }
 

@@ -321,6 +321,7 @@ struct Trainer::Impl {
     row.bytes = bytes;
     row.saturated = saturated;
     row.lossSpikes = lossSpikes;
+    row.residualNorm = sync->residualNorm();
     if (accSteps) {
       const double k = double(accSteps);
       row.breakdown = {acc.dataWait / k, acc.compute / k, acc.encode / k, acc.communicate / k,

@@ -80,6 +80,7 @@ void TtaLog::write(const TtaRow& r) {
                       {"bytes", r.bytes},
                       {"saturated", r.saturated},
                       {"loss_spikes", r.lossSpikes},
+                      {"residual_norm", r.residualNorm},
                       {"breakdown",
                        {{"data_wait", b.dataWait},
                         {"compute", b.compute},
@@ -94,7 +95,7 @@ void TtaLog::write(const TtaRow& r) {
   if (!headerWritten_) {
     csv_ << "train_seconds,step,epoch,samples,loss";
     for (auto* m : kMetricColumns) csv_ << ',' << m;
-    csv_ << ",lr,plan,bytes,saturated,loss_spikes,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
+    csv_ << ",lr,plan,bytes,saturated,loss_spikes,residual_norm,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
     headerWritten_ = true;
   }
   csv_ << r.trainSeconds << ',' << r.step << ',' << r.epoch << ',' << r.samples << ',' << r.loss;
@@ -103,7 +104,7 @@ void TtaLog::write(const TtaRow& r) {
     csv_ << ',';
     if (it != r.metrics.end()) csv_ << it->second;
   }
-  csv_ << ',' << r.lr << ",\"" << r.plan << "\"," << r.bytes << ',' << r.saturated << ',' << r.lossSpikes << ',' << b.dataWait << ','
+  csv_ << ',' << r.lr << ",\"" << r.plan << "\"," << r.bytes << ',' << r.saturated << ',' << r.lossSpikes << ',' << r.residualNorm << ',' << b.dataWait << ','
        << b.compute << ',' << b.encode << ',' << b.communicate << ',' << b.decode << ',' << b.exposed << ','
        << b.optimizer << ',' << b.step << '\n';
   csv_.flush();

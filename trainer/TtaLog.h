@@ -26,7 +26,8 @@ struct TtaRow {
   std::string plan;
   int64_t bytes = 0;  // cumulative payload bytes this rank sent
   int64_t saturated = 0;   // thc all-reduce: clipped coordinates so far (cumulative, like bytes)
-  int64_t lossSpikes = 0;  // steps since the previous row whose loss was a spike (train.loss_spike_factor)
+  int64_t lossSpikes = 0;
+  double residualNorm = 0;  // error feedback: ||e||₂ over all buckets at the row (0 without EF)  // steps since the previous row whose loss was a spike (train.loss_spike_factor)
   StepBreakdown breakdown;
 };
 

@@ -143,3 +143,41 @@ TEST(GradSync, PlanSwitchKeepsBitIdenticalGradientsAcrossRanks) {
     }
   });
 }
+
+TEST(GradSync, ResidualNormReportsErrorFeedbackState) {
+  // fp32 keeps no residual. TopK with error feedback keeps, after the first
+  // step, e = x − (x on the top-K coordinates): 0 < ||e|| <= ||x||, x being
+  // this rank's own gradient (one-process computation on the same rows).
+  auto [x, y] = batch();
+  for (const std::string name : {"fp32", "topk"}) {
+    runRanks(2, [&](comm::Communicator& c) {
+      std::shared_ptr<models::Model> model, twin;
+      {
+        static std::mutex mu;  // torch::manual_seed is process-global
+        std::lock_guard<std::mutex> lock(mu);
+        torch::manual_seed(3);
+        model = models::makeModel(mlpOptions());
+        torch::manual_seed(3);
+        twin = models::makeModel(mlpOptions());
+      }
+      auto mine = torch::arange(c.rank() * 4, c.rank() * 4 + 4);
+      torch::nn::functional::cross_entropy(twin->forward(x.index({mine})), y.index({mine})).backward();
+      double localSq = 0;
+      for (auto& p : twin->parameters()) localSq += p.grad().pow(2).sum().item<double>();
+
+      trainer::GradSyncOptions o;
+      o.bucketBytes = 1024;
+      trainer::GradSync sync(named(*model), c, o, plan(name, name == "topk" ? "allgather" : "engine"));
+      EXPECT_EQ(sync.residualNorm(), 0.0);
+      sync.beginStep(0);
+      torch::nn::functional::cross_entropy(model->forward(x.index({mine})), y.index({mine})).backward();
+      sync.finishStep();
+      if (name == "fp32") {
+        EXPECT_EQ(sync.residualNorm(), 0.0);
+      } else {
+        EXPECT_GT(sync.residualNorm(), 0.0);
+        EXPECT_LE(sync.residualNorm(), std::sqrt(localSq) * (1 + 1e-6));
+      }
+    });
+  }
+}
