@@ -182,11 +182,28 @@ __attribute__((target("avx2,f16c"))) void fromHalf256(const c10::Half* in, float
   fromHalfScalar(in + i, mul, out + i, n - i);
 }
 
+__attribute__((target("avx512f"))) __m512 reduce16(const __m512* a);
+
 __attribute__((target("avx512f"))) uint32_t chunkSq512(const float* x, int64_t d, int64_t C, float* sq) {
   const __m512i expMask = _mm512_set1_epi32(static_cast<int>(kExp));
   __m512i mx = _mm512_setzero_si512();
   const int64_t full = d / C;  // whole chunks; C is a multiple of 16 here
-  for (int64_t c = 0; c < full; ++c) {
+  int64_t c0 = 0;
+  for (; c0 + 16 <= full; c0 += 16) {
+    __m512 acc[16];
+    for (int k = 0; k < 16; ++k) {
+      const float* p = x + (c0 + k) * C;
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t i = 0; i < C; i += 16) {
+        const __m512 v = _mm512_loadu_ps(p + i);
+        mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(v), expMask));
+        a = _mm512_fmadd_ps(v, v, a);
+      }
+      acc[k] = a;
+    }
+    _mm512_storeu_ps(sq + c0, reduce16(acc));
+  }
+  for (int64_t c = c0; c < full; ++c) {
     const float* p = x + c * C;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < C; i += 16) {
@@ -207,6 +224,45 @@ __attribute__((target("avx512f"))) uint32_t chunkSq512(const float* x, int64_t d
     sq[full] = s;
   }
   return m;
+}
+
+// bf16 -> float (a 16-bit shift), with non-temporal stores for large outputs.
+__attribute__((target("avx512f,avx512bw"))) void fromBf16_512(const uint16_t* in, float mul, float* out, int64_t n) {
+  const bool stream = n * 4 >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
+  const __m512 mv = _mm512_set1_ps(mul);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))), 16);
+    __m512 v = _mm512_castsi512_ps(w);
+    if (mul != 1.0f) v = _mm512_mul_ps(v, mv);
+    if (stream)
+      _mm512_stream_ps(out + i, v);
+    else
+      _mm512_storeu_ps(out + i, v);
+  }
+  if (stream) _mm_sfence();
+  fromBf16(in + i, mul, out + i, n - i);
+}
+
+// Sums of 16 chunk accumulators, one per lane (a transpose-reduce tree: four
+// levels of shuffles and adds instead of 16 horizontal reductions).
+__attribute__((target("avx512f"))) __m512 reduce16(const __m512* a) {
+  __m512 x[8], y[4], z[2];
+  for (int k = 0; k < 8; ++k) {  // [A lo + A hi | B lo + B hi] in 256-bit halves
+    const __m512 p = a[2 * k], q = a[2 * k + 1];
+    x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(p, q, 0x44), _mm512_shuffle_f32x4(p, q, 0xEE));
+  }
+  for (int k = 0; k < 4; ++k)  // four 4-lane partial sums per vector, one per chunk
+    y[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0x88),
+                         _mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0xDD));
+  for (int k = 0; k < 2; ++k)
+    z[k] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // w holds chunks in the order 0,4,8,12, 1,5,9,13, 2,6,10,14, 3,7,11,15.
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(order, w);
 }
 
 int halfLevel() {
@@ -319,6 +375,9 @@ bool floatToBf16(const float* x, float div, c10::BFloat16* out, int64_t n) {
 }
 
 void bf16ToFloat(const c10::BFloat16* in, float mul, float* out, int64_t n) {
+#if GZ_X86
+  if (haveAvx512()) return detail::fromBf16_512(reinterpret_cast<const uint16_t*>(in), mul, out, n);
+#endif
   detail::fromBf16(reinterpret_cast<const uint16_t*>(in), mul, out, n);
 }
 

@@ -104,8 +104,12 @@ void selectTop(const std::vector<uint32_t>& keys, int width, int64_t j, std::vec
   int64_t rank = j, above = 0;
   for (int shift = width - 8; shift >= 0; shift -= 8) {
     uint32_t hist[256] = {};
-    for (int64_t i = 0; i < n; ++i)
-      if ((keys[i] & mask) == prefix) ++hist[(keys[i] >> shift) & 0xFF];
+    if (mask == 0) {  // first digit: every key counts
+      for (int64_t i = 0; i < n; ++i) ++hist[(keys[i] >> shift) & 0xFF];
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        if ((keys[i] & mask) == prefix) ++hist[(keys[i] >> shift) & 0xFF];
+    }
     int b = 255;
     for (; b > 0 && hist[b] < rank; --b) {
       rank -= hist[b];

@@ -98,6 +98,9 @@ TEST(SimdKernels, StreamingPathsEqualTheReference) {
   at::Tensor f = at::empty({n});
   simd::halfToFloat(h.data_ptr<c10::Half>(), 1.0f, f.data_ptr<float>(), n);
   EXPECT_TRUE(testing::bitEqual(f, h.to(at::kFloat)));
+  const at::Tensor b = x.to(at::kBFloat16);
+  simd::bf16ToFloat(b.data_ptr<c10::BFloat16>(), 1.0f, f.data_ptr<float>(), n);
+  EXPECT_TRUE(testing::bitEqual(f, b.to(at::kFloat)));
   comm::LocalCommunicator local;
   Context ctx = testing::contextFor(local);
   auto c = makeCompressor("cnat", "{}");
