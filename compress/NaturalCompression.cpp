@@ -48,7 +48,7 @@ uint8_t naturalEncode(float t, uint64_t rnd, bool stochastic, bool* clipped) {
   if (a < lowest) {
     // Below the wire range: 2^−50 with probability |t|/2^−50, else 0 (unbiased);
     // the deterministic variant takes the nearer of the two.
-    const float u = static_cast<float>(rnd >> 40) * (1.0f / 16777216.0f);
+    const float u = static_cast<float>(rnd & 0x7FFFFF) * (1.0f / 8388608.0f);
     const bool up = stochastic ? u * lowest < a : 2 * a >= lowest;
     return up ? static_cast<uint8_t>(sign | 0x40 | 0) : 0;
   }
@@ -114,10 +114,10 @@ namespace {
 #endif
 
 // naturalEncode for x[0, n) in one branch-free loop (so it vectorises), with the
-// randomness of element i from randomBits(seed, offset + i) as naturalEncode's
-// callers use it. Returns the number of exponents clipped at 2^10 and ORs
-// whether x was finite into *finite (exponent-field test, SimdKernels.cpp).
-GZ_NAT_CLONES int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t seed, uint64_t offset,
+// randomness of element i from naturalNoise(seed, first + i). Returns the
+// number of exponents clipped at 2^10 and raises *expMax to x's largest
+// exponent field (finiteness test, SimdKernels.cpp).
+GZ_NAT_CLONES int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t seed, uint64_t first,
                                  bool stochastic, uint8_t* __restrict out, uint32_t* expMax) {
   constexpr uint32_t kLowestBits = static_cast<uint32_t>(kNatMinExp + 127) << 23;  // bits of 2^-50
   const float lowest = std::ldexp(1.0f, kNatMinExp);
@@ -128,7 +128,7 @@ GZ_NAT_CLONES int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t 
     std::memcpy(&u, x + i, 4);
     const uint32_t ef = u & 0x7F800000u;
     mx = ef > mx ? ef : mx;
-    const uint64_t rnd = randomBits(seed, offset + static_cast<uint64_t>(i));
+    const uint64_t rnd = naturalNoise(seed, first + static_cast<uint64_t>(i));
     const uint32_t sign = (u >> 24) & 0x80u;
     const uint32_t a = u & 0x7FFFFFFFu;
     // Definition 1 on the bits: (|t| + r) & 0xFF800000, r uniform in [0, 2^23)
@@ -141,7 +141,7 @@ GZ_NAT_CLONES int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t 
     // Below 2^-50: 2^-50 with probability |t|/2^-50 (nearer of 0, 2^-50 when deterministic).
     float av;
     std::memcpy(&av, &a, 4);
-    const float uf = static_cast<float>(rnd >> 40) * (1.0f / 16777216.0f);
+    const float uf = static_cast<float>(rnd & 0x7FFFFF) * (1.0f / 8388608.0f);
     const bool up = stochastic ? uf * lowest < av : 2 * av >= lowest;
     const uint32_t tiny = up ? (sign | 0x40u) : 0u;
     out[i] = static_cast<uint8_t>(a < kLowestBits ? tiny : normal);
@@ -175,13 +175,16 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) inline __m512i fin
   return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
 }
 
+// encodeLoop with AVX-512 for coordinates 0.. of the stream (first = 0): each
+// splitmix64 word's two 32-bit halves are the noise of two neighbouring
+// coordinates, which is exactly the 16 x 32-bit view of 8 words.
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
-    const float* x, int64_t n, uint64_t seed, uint64_t offset, bool stochastic, uint8_t* out, uint32_t* expMax) {
+    const float* x, int64_t n, uint64_t seed, bool stochastic, uint8_t* out, uint32_t* expMax) {
   const int64_t body = n / 16 * 16;
   constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
-  // States seed + (offset + i + 1)·γ of lanes i = 0..7; +8γ per half step.
+  // States seed + (w + 1)·γ of words w = 0..7; +8γ per step of 16 coordinates.
   alignas(64) uint64_t start[8];
-  for (int l = 0; l < 8; ++l) start[l] = seed + (offset + static_cast<uint64_t>(l) + 1) * kGamma;
+  for (int l = 0; l < 8; ++l) start[l] = seed + (static_cast<uint64_t>(l) + 1) * kGamma;
   __m512i state = _mm512_load_si512(start);
   const __m512i step8 = _mm512_set1_epi64(static_cast<long long>(8 * kGamma));
   const __m512i expMask = _mm512_set1_epi32(0x7F800000);
@@ -194,24 +197,17 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
   const __m512i bias = _mm512_set1_epi32(127 + kNatMinExp);  // e − kNatMinExp = field − 127 + 50
   const __m512i lowBits = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(kNatMinExp + 127) << 23));
   const __m512 lowest = _mm512_set1_ps(std::ldexp(1.0f, kNatMinExp));
-  const __m512 inv24 = _mm512_set1_ps(1.0f / 16777216.0f);
+  const __m512 inv23 = _mm512_set1_ps(1.0f / 8388608.0f);
   __m512i mx = _mm512_setzero_si512();
   int64_t clipped = 0;
   for (int64_t i = 0; i < body; i += 16) {
-    const __m512i r0 = finalise8(state);
+    const __m512i r23 = _mm512_and_si512(finalise8(state), m23);  // lane 2k: word k low half; 2k+1: high
     state = _mm512_add_epi64(state, step8);
-    const __m512i r1 = finalise8(state);
-    state = _mm512_add_epi64(state, step8);
-    // low 32 bits (r & 0x7FFFFF) and bits 40..63 (the uniform's 24 bits) of each word
-    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(r0)),
-                                          _mm512_cvtepi64_epi32(r1), 1);
-    const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(r0, 40))),
-                                          _mm512_cvtepi64_epi32(_mm512_srli_epi64(r1, 40)), 1);
     const __m512i u = _mm512_loadu_si512(x + i);
     mx = _mm512_max_epu32(mx, _mm512_and_si512(u, expMask));
     const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), signBit);
     const __m512i a = _mm512_and_si512(u, absMask);
-    const __m512i r = stochastic ? _mm512_and_si512(lo, m23) : half23;
+    const __m512i r = stochastic ? r23 : half23;
     const __m512i field = _mm512_srli_epi32(_mm512_add_epi32(a, r), 23);  // e + 127
     const __m512i e = _mm512_sub_epi32(field, _mm512_set1_epi32(127));
     const __mmask16 big = _mm512_cmpgt_epi32_mask(e, maxE);
@@ -221,7 +217,7 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
         _mm512_or_si512(_mm512_or_si512(sign, flag), _mm512_sub_epi32(_mm512_add_epi32(ec, _mm512_set1_epi32(127)), bias));
     const __m512 av = _mm512_castsi512_ps(a);
     const __mmask16 up =
-        stochastic ? _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(hi), inv24), lowest), av, _CMP_LT_OQ)
+        stochastic ? _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(r23), inv23), lowest), av, _CMP_LT_OQ)
                    : _mm512_cmp_ps_mask(_mm512_add_ps(av, av), lowest, _CMP_GE_OQ);
     const __m512i tiny = _mm512_maskz_mov_epi32(up, _mm512_or_si512(sign, flag));
     const __mmask16 small = _mm512_cmplt_epu32_mask(a, lowBits);
@@ -229,7 +225,7 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) int64_t encode512(
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
   }
   uint32_t m = _mm512_reduce_max_epu32(mx);
-  clipped += encodeLoop(x + body, n - body, seed, offset + static_cast<uint64_t>(body), stochastic, out + body, &m);
+  clipped += encodeLoop(x + body, n - body, seed, static_cast<uint64_t>(body), stochastic, out + body, &m);
   *expMax = m > *expMax ? m : *expMax;
   return clipped;
 }
@@ -255,12 +251,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void decode512(const uint8_
 }
 #endif
 
-int64_t encodeAll(const float* x, int64_t n, uint64_t seed, uint64_t offset, bool stochastic, uint8_t* out,
-                  uint32_t* expMax) {
+int64_t encodeAll(const float* x, int64_t n, uint64_t seed, bool stochastic, uint8_t* out, uint32_t* expMax) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (simd::haveAvx512()) return encode512(x, n, seed, offset, stochastic, out, expMax);
+  if (simd::haveAvx512()) return encode512(x, n, seed, stochastic, out, expMax);
 #endif
-  return encodeLoop(x, n, seed, offset, stochastic, out, expMax);
+  return encodeLoop(x, n, seed, 0, stochastic, out, expMax);
 }
 
 void decodeAll(const uint8_t* codes, int64_t n, float* out) {
@@ -272,15 +267,14 @@ void decodeAll(const uint8_t* codes, int64_t n, float* out) {
 
 }  // namespace
 
-at::Tensor NaturalCompression::encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset,
-                                           int64_t* clipped) {
+at::Tensor NaturalCompression::encodeCodes(const at::Tensor& x, uint64_t seed, int64_t* clipped) {
   auto xc = x.cpu().contiguous();
   const int64_t d = xc.numel();
   auto codes = simd::reusableBuffer(codeCache_, d, at::kByte);
   const float* in = xc.data_ptr<float>();
   uint8_t* out = codes.data_ptr<uint8_t>();
   uint32_t expMax = 0;
-  const int64_t clips = encodeAll(in, d, seed, static_cast<uint64_t>(offset), !options_.deterministic, out, &expMax);
+  const int64_t clips = encodeAll(in, d, seed, !options_.deterministic, out, &expMax);
   requireFinite(expMax != 0x7F800000u, "cnat");
   if (clipped) *clipped += clips;
   return codes;
@@ -300,7 +294,7 @@ Payload NaturalCompression::encode(const at::Tensor& x, Context& ctx) {
   checkGradientLayout(x, "cnat");
   ScopedPhase t(ctx.times, &PhaseTimes::encode);
   Payload p;
-  p.tensors.push_back(encodeCodes(x, ctx.privateSeed(), 0, nullptr));
+  p.tensors.push_back(encodeCodes(x, ctx.privateSeed(), nullptr));
   return p;
 }
 
@@ -334,7 +328,7 @@ Aggregated NaturalCompression::aggregatePs(const at::Tensor& x, Context& ctx) {
   at::Tensor codes;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    codes = encodeCodes(x, ctx.privateSeed(), 0, &clipped);
+    codes = encodeCodes(x, ctx.privateSeed(), &clipped);
   }
   const auto off = shardOffsets(d, n);
   std::vector<at::Tensor> uplink(n);
@@ -396,7 +390,7 @@ Aggregated NaturalCompression::aggregateAllGather(const at::Tensor& x, Context& 
   at::Tensor codes;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    codes = encodeCodes(x, ctx.privateSeed(), 0, nullptr);
+    codes = encodeCodes(x, ctx.privateSeed(), nullptr);
   }
   std::vector<at::Tensor> all(n);
   {

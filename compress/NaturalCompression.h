@@ -21,6 +21,7 @@
 #pragma once
 
 #include "compress/Compressor.h"
+#include "compress/CounterRng.h"
 #include "util/Yaml.h"
 
 #include <cstdint>
@@ -39,10 +40,18 @@ float naturalRound(float t, uint32_t r);
 // Deterministic variant: the nearest power of two (ties up), r = 2^22.
 float naturalRoundNearest(float t);
 
-// Wire code of C_nat(t) for finite t (see the file comment); `rnd` supplies the
-// randomness (64 bits). Sets *clipped when the exponent exceeded 10.
+// Wire code of C_nat(t) for finite t (see the file comment); the low 23 bits of
+// `rnd` are the randomness: r for Definition 1 on the bits, or, below 2^−50,
+// the uniform r/2^23 (round up iff r/2^23 < |t|/2^−50, probability within
+// 2^−23 of the exact one). Sets *clipped when the exponent exceeded 10.
 uint8_t naturalEncode(float t, uint64_t rnd, bool stochastic, bool* clipped = nullptr);
 float naturalDecode(uint8_t code);
+// The randomness of coordinate i in stream `seed`: 32 bits of word i/2 of the
+// counter stream (compress/CounterRng.h), the low half for even i, the high
+// half for odd i.
+inline uint64_t naturalNoise(uint64_t seed, uint64_t i) {
+  return (randomBits(seed, i / 2) >> (32 * (i & 1))) & 0xFFFFFFFFu;
+}
 // The code as an exact integer in units of 2^−50: ±2^(e+50), or 0.
 int64_t naturalFixed(uint8_t code);
 
@@ -67,9 +76,11 @@ class NaturalCompression : public Compressor {
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
 
  private:
-  // C_nat codes of x (noise: randomBits(seed, offset + i)); rejects non-finite x
+  // C_nat codes of x; rejects non-finite x
   // in the same pass (UserError). Adds the 2^10 clips to *clipped when set.
-  at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t offset, int64_t* clipped);
+  // Noise of coordinate i: naturalNoise(seed, i) (one splitmix64 word serves two
+  // coordinates: C_nat needs 23 random bits each).
+  at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t* clipped);
   // Decoded floats of contiguous codes, into *cache when it is free (simd::reusableBuffer).
   static at::Tensor decodeCodes(const at::Tensor& codes, at::Tensor* cache = nullptr);
   Aggregated aggregatePs(const at::Tensor& x, Context& ctx);

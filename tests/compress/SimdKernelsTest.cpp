@@ -159,7 +159,7 @@ TEST(SimdKernels, NaturalCompressionCodecEqualsScalarDefinition) {
     const float* xs = x.data_ptr<float>();
     int64_t mismatches = 0;
     for (int64_t i = 0; i < n; ++i)
-      mismatches += codes[i] != naturalEncode(xs[i], randomBits(ctx.privateSeed(), i), stochastic);
+      mismatches += codes[i] != naturalEncode(xs[i], naturalNoise(ctx.privateSeed(), i), stochastic);
     EXPECT_EQ(mismatches, 0) << opts;
     at::Tensor y = c->decode(p, n, ctx);
     int64_t wrong = 0;
