@@ -46,7 +46,7 @@ bool isImage(const fs::path& p) {
 // except on a thread inside decodeImage, where a single allocation above the
 // bound throws ImageTooLarge instead.
 struct ImageTooLarge {
-  size_t bytes;
+  double bytes;
 };
 
 thread_local size_t tDecodeLimit = 0;  // 0: no bound on this thread
@@ -56,13 +56,10 @@ class BoundedMatAllocator final : public cv::MatAllocator {
   cv::UMatData* allocate(int dims, const int* sizes, int type, void* data, size_t* step, cv::AccessFlag flags,
                          cv::UMatUsageFlags usage) const override {
     if (tDecodeLimit != 0 && data == nullptr) {
-      // The product saturates at the limit, so overflow cannot wrap it back under.
-      size_t bytes = CV_ELEM_SIZE(type);
-      for (int i = 0; i < dims; ++i) {
-        size_t d = size_t(std::max(sizes[i], 0));
-        bytes = d != 0 && bytes > tDecodeLimit / d ? tDecodeLimit + 1 : bytes * d;
-      }
-      if (bytes > tDecodeLimit) throw ImageTooLarge{bytes};
+      // In double: exact far past the limit, and it cannot overflow.
+      double bytes = CV_ELEM_SIZE(type);
+      for (int i = 0; i < dims; ++i) bytes *= std::max(sizes[i], 0);
+      if (bytes > double(tDecodeLimit)) throw ImageTooLarge{bytes};
     }
     return std_->allocate(dims, sizes, type, data, step, flags, usage);
   }
@@ -113,9 +110,9 @@ void decodeImage(std::string_view bytes, const std::string& name, const ImageFol
     try {
       img = cv::imdecode(buf, o.channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
     } catch (const ImageTooLarge& e) {
-      GZ_CHECK(false, "{}: cannot decode image: its header declares {} MiB of pixels, more than the {} MiB "
+      GZ_CHECK(false, "{}: cannot decode image: its header declares {:.0f} MiB of pixels, more than the {} MiB "
                "limit for one image (corrupt header, or an image far larger than a dataset needs)",
-               name, e.bytes >> 20, kMaxDecodedImageBytes >> 20);
+               name, e.bytes / double(1 << 20), kMaxDecodedImageBytes >> 20);
     } catch (const cv::Exception& e) {
       // OpenCV's own header checks (e.g. width over 2^20) throw past imdecode.
       GZ_CHECK(false, "{}: cannot decode image: {}", name, e.err);
