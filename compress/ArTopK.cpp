@@ -77,10 +77,7 @@ at::Tensor ArTopK::decode(const Payload& p, int64_t d, Context& ctx) {
 Aggregated ArTopK::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   checkNonEmpty(x, name());
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, name());
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name());  // Gloo aborts on mismatched sizes
   const int n = ctx.comm.size();
   const int64_t d = x.numel(), k = opts_.k(d);
   // Alg. 1 line 6: g, ix = TopK(G, c).

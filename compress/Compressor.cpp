@@ -74,6 +74,12 @@ void checkSameNumelAcrossRanks(int64_t d, Context& ctx, const std::string& who) 
            "aggregate the same bucket", who, fmt::join(sizes, ", "));
 }
 
+void confirmNumelOnce(int64_t* agreed, int64_t d, Context& ctx, const std::string& who) {
+  if (*agreed == d) return;
+  checkSameNumelAcrossRanks(d, ctx, who);
+  *agreed = d;
+}
+
 at::Tensor allReduceSum(const at::Tensor& t, Context& ctx) {
   GZ_ASSERT(t.dim() == 1 && t.is_contiguous(), "allReduceSum expects a 1-D contiguous tensor");
   ScopedPhase phase(ctx.times, &PhaseTimes::communicate);

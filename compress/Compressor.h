@@ -121,6 +121,9 @@ void requireFinite(bool finite, const std::string& who);
 // first aggregate() (and whenever d changes) because Gloo aborts the process,
 // rather than throwing, when a collective's sizes differ across ranks.
 void checkSameNumelAcrossRanks(int64_t d, Context& ctx, const std::string& who);
+// checkSameNumelAcrossRanks once per bucket size: runs it only when d differs
+// from *agreed (a compressor member, initially -1), then records d there.
+void confirmNumelOnce(int64_t* agreed, int64_t d, Context& ctx, const std::string& who);
 
 // The plan's floating-point sum over ranks: ctx.collective with a float sum
 // reduction when set, else the engine's all-reduce (ctx.comm). `t` is 1-D and

@@ -139,10 +139,7 @@ at::Tensor Dithering::decode(const Payload& p, int64_t d, Context& ctx) {
 Aggregated Dithering::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name_);
   GZ_CHECK(x.numel() > 0, "{}: empty gradient", name_);
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, name_);
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name_);  // Gloo aborts on mismatched sizes
   std::string how = deployment_;
   if (ctx.collectiveName == "ps" || ctx.collectiveName == "allgather" || ctx.collectiveName == "ring")
     how = ctx.collectiveName;

@@ -64,10 +64,7 @@ Aggregated FloatCast::aggregate(const at::Tensor& x, Context& ctx) {
   if (!x.is_cpu()) return aggregateGeneric(x, ctx);
   checkGradientLayout(x, name());
   checkNonEmpty(x, name());
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, name());
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name());  // Gloo aborts on mismatched sizes
   const int n = ctx.comm.size();
   Aggregated out;
   if (wire_ == at::kFloat) {
@@ -95,10 +92,7 @@ Aggregated FloatCast::aggregate(const at::Tensor& x, Context& ctx) {
 Aggregated FloatCast::aggregateGeneric(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   checkNonEmpty(x, name());
-  if (agreedNumel_ != x.numel()) {
-    checkSameNumelAcrossRanks(x.numel(), ctx, name());
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name());  // Gloo aborts on mismatched sizes
   const int n = ctx.comm.size();
   Aggregated out;
   if (wire_ == at::kFloat) {

@@ -94,10 +94,7 @@ void GradiVeQ::computeBases(Context& ctx) {
 Aggregated GradiVeQ::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, "gradiveq");
   GZ_CHECK(x.numel() > 0, "gradiveq: empty gradient");
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, "gradiveq");
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, "gradiveq");  // Gloo aborts on mismatched sizes
   plan(ctx.layout, x.numel());
   const Phase ph = phase();
   const int n = ctx.comm.size();

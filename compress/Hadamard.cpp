@@ -40,11 +40,11 @@ void butterflies(float* x, int64_t n, int64_t hFrom, int64_t hTo) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Strides 1, 2, 4 and 8 of every 16-float group in registers: each stride is
+// Strides 1, 2, 4 and 8 of one 16-float group in a register: each stride is
 // one lane permutation p and r = v·(±1) + p, i.e. u + v in the lower and u − v
 // in the upper lane of each pair. Multiplying by ±1 is exact and the FMA rounds
-// once, so this equals butterflies(x, n, 1, 16) bit for bit.
-__attribute__((target("avx512f"))) void smallStrides512(float* x, int64_t n) {
+// once, so this equals butterflies(x, 16, 1, 16) bit for bit.
+__attribute__((target("avx512f"))) inline __m512 strides1to8(__m512 v) {
   const __m512i p1 = _mm512_set_epi32(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
   const __m512i p2 = _mm512_set_epi32(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2);
   const __m512i p4 = _mm512_set_epi32(11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5, 4);
@@ -53,14 +53,15 @@ __attribute__((target("avx512f"))) void smallStrides512(float* x, int64_t n) {
   const __m512 s2 = _mm512_set_ps(-1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1);
   const __m512 s4 = _mm512_set_ps(-1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1);
   const __m512 s8 = _mm512_set_ps(-1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, 1, 1, 1, 1);
-  for (int64_t i = 0; i < n; i += 16) {
-    __m512 v = _mm512_loadu_ps(x + i);
-    v = _mm512_fmadd_ps(v, s1, _mm512_permutexvar_ps(p1, v));
-    v = _mm512_fmadd_ps(v, s2, _mm512_permutexvar_ps(p2, v));
-    v = _mm512_fmadd_ps(v, s4, _mm512_permutexvar_ps(p4, v));
-    v = _mm512_fmadd_ps(v, s8, _mm512_permutexvar_ps(p8, v));
-    _mm512_storeu_ps(x + i, v);
-  }
+  v = _mm512_fmadd_ps(v, s1, _mm512_permutexvar_ps(p1, v));
+  v = _mm512_fmadd_ps(v, s2, _mm512_permutexvar_ps(p2, v));
+  v = _mm512_fmadd_ps(v, s4, _mm512_permutexvar_ps(p4, v));
+  return _mm512_fmadd_ps(v, s8, _mm512_permutexvar_ps(p8, v));
+}
+
+// Strides 1 .. 8 of every 16-float group of x[0, n).
+__attribute__((target("avx512f"))) void smallStrides512(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(x + i, strides1to8(_mm512_loadu_ps(x + i)));
 }
 
 // Strides 1 to 128 of every 256-float group with the group in 16 registers:
@@ -68,25 +69,11 @@ __attribute__((target("avx512f"))) void smallStrides512(float* x, int64_t n) {
 // between registers. Each 256-group is independent of the others for these
 // strides, so this equals butterflies(x, n, 1, 256) bit for bit.
 __attribute__((target("avx512f"))) void strides256(float* x, int64_t n) {
-  const __m512i p1 = _mm512_set_epi32(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
-  const __m512i p2 = _mm512_set_epi32(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2);
-  const __m512i p4 = _mm512_set_epi32(11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5, 4);
-  const __m512i p8 = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
-  const __m512 s1 = _mm512_set_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);
-  const __m512 s2 = _mm512_set_ps(-1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1);
-  const __m512 s4 = _mm512_set_ps(-1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1);
-  const __m512 s8 = _mm512_set_ps(-1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, 1, 1, 1, 1);
   for (int64_t i = 0; i < n; i += 256) {
     // Fully unrolled (constant indices), so v stays in registers.
     __m512 v[16];
 #pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) {
-      __m512 t = _mm512_loadu_ps(x + i + 16 * r);
-      t = _mm512_fmadd_ps(t, s1, _mm512_permutexvar_ps(p1, t));
-      t = _mm512_fmadd_ps(t, s2, _mm512_permutexvar_ps(p2, t));
-      t = _mm512_fmadd_ps(t, s4, _mm512_permutexvar_ps(p4, t));
-      v[r] = _mm512_fmadd_ps(t, s8, _mm512_permutexvar_ps(p8, t));
-    }
+    for (int r = 0; r < 16; ++r) v[r] = strides1to8(_mm512_loadu_ps(x + i + 16 * r));
 #pragma GCC unroll 4
     for (int h = 1; h < 16; h *= 2)  // register strides 1, 2, 4, 8 = element strides 16 .. 128
 #pragma GCC unroll 16

@@ -308,10 +308,7 @@ at::Tensor NaturalCompression::decode(const Payload& p, int64_t d, Context& ctx)
 Aggregated NaturalCompression::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradientLayout(x, "cnat");  // finiteness: encodeCodes, fused into the encode pass
   GZ_CHECK(x.numel() > 0, "cnat: empty gradient");
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, "cnat");
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, "cnat");  // Gloo aborts on mismatched sizes
   std::string how = options_.deployment;
   if (ctx.collectiveName == "ps" || ctx.collectiveName == "allgather") how = ctx.collectiveName;
   GZ_CHECK(ctx.collectiveName == "engine" || ctx.collectiveName == how,

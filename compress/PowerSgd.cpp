@@ -261,10 +261,7 @@ at::Tensor PowerSgd::run(const at::Tensor& x, Context& ctx,
 Aggregated PowerSgd::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   GZ_CHECK(x.numel() > 0, "powersgd: empty gradient (a bucket needs at least one coordinate)");
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, name());
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name());  // Gloo aborts on mismatched sizes
   const int n = ctx.comm.size();
   Aggregated out;
   out.mean = run(x, ctx, [&](const at::Tensor& buf) { return allReduceSum(buf, ctx).div_(n); });

@@ -218,10 +218,7 @@ Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
     checkGradient(x, "thc");
   }
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, "thc");
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, "thc");  // Gloo aborts on mismatched sizes
   return options_.deployment == "ps" ? aggregatePs(x, ctx) : aggregateAllReduce(x, ctx);
 }
 

@@ -74,10 +74,7 @@ at::Tensor TopK::decode(const Payload& p, int64_t d, Context& ctx) {
 Aggregated TopK::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   checkNonEmpty(x, name());
-  if (agreedNumel_ != x.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(x.numel(), ctx, name());
-    agreedNumel_ = x.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name());  // Gloo aborts on mismatched sizes
   Payload p = encode(x, ctx);
   const int n = ctx.comm.size();
   const int64_t d = x.numel();

@@ -245,10 +245,7 @@ at::Tensor TopKC::decode(const Payload& p, int64_t d, Context& ctx) {
 Aggregated TopKC::aggregate(const at::Tensor& xIn, Context& ctx) {
   checkGradientLayout(xIn, name());
   checkNonEmpty(xIn, name());
-  if (agreedNumel_ != xIn.numel()) {  // once per bucket: Gloo aborts on mismatched sizes
-    checkSameNumelAcrossRanks(xIn.numel(), ctx, name());
-    agreedNumel_ = xIn.numel();
-  }
+  confirmNumelOnce(&agreedNumel_, xIn.numel(), ctx, name());  // Gloo aborts on mismatched sizes
   const at::Tensor x = xIn.cpu();
   const int n = ctx.comm.size();
   const int64_t d = x.numel();
