@@ -38,13 +38,6 @@ class C10dWork final : public Work::Impl {
   bool isCompleted() override { return work_->isCompleted(); }
 
  private:
-  // c10::Error messages carry a C++ backtrace after the first line; users need
-  // only the cause.
-  static std::string firstLine(const std::string& s) {
-    auto nl = s.find('\n');
-    return nl == std::string::npos ? s : s.substr(0, nl);
-  }
-
   c10::intrusive_ptr<c10d::Work> work_;
   std::string what_;
   CommStats* stats_;

@@ -63,7 +63,6 @@ std::string localAddressTowards(const std::string& host, int port) {
   return out;
 }
 
-std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 using Clock = std::chrono::steady_clock;
 

@@ -2,6 +2,7 @@
 #include "trainer/Checkpoint.h"
 
 #include "util/Error.h"
+#include "util/Hash.h"
 
 #include <spdlog/spdlog.h>
 #include <torch/serialize.h>
@@ -21,18 +22,16 @@ namespace {
 std::pair<uint64_t, uint64_t> sizeAndHash(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {0, 0};
-  uint64_t h = 1469598103934665603ULL, n = 0;
+  Fnv1a64 h;
+  uint64_t n = 0;
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), buf.size());
     const auto got = in.gcount();
-    for (std::streamsize i = 0; i < got; ++i) {
-      h ^= static_cast<unsigned char>(buf[i]);
-      h *= 1099511628211ULL;
-    }
+    h.update(buf.data(), static_cast<size_t>(got));
     n += got;
   }
-  return {n, h};
+  return {n, h.value()};
 }
 
 void fsyncFile(const std::string& path) {
@@ -109,8 +108,7 @@ bool loadCheckpointFile(const std::string& path, const std::function<void(torch:
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    spdlog::warn("checkpoint {} cannot be read ({})", path, what.substr(0, what.find('\n')));
+    spdlog::warn("checkpoint {} cannot be read ({})", path, firstLine(e.what()));
     return false;
   }
 }

@@ -3,6 +3,7 @@
 
 #include "compress/Factory.h"
 #include "util/Error.h"
+#include "util/Hash.h"
 
 #include <fstream>
 #include <sstream>
@@ -201,13 +202,9 @@ YAML::Node TrainConfig::toYaml() const {
 std::string TrainConfig::fingerprint() const {
   YAML::Emitter e;
   e << toYaml();
-  // FNV-1a 64 of the effective config text.
-  uint64_t h = 1469598103934665603ULL;
-  for (const char* p = e.c_str(); *p; ++p) {
-    h ^= static_cast<unsigned char>(*p);
-    h *= 1099511628211ULL;
-  }
-  return fmt::format("{:016x}", h);
+  Fnv1a64 h;  // of the effective config text
+  h.update(e.c_str(), e.size());
+  return fmt::format("{:016x}", h.value());
 }
 
 }  // namespace gradzip::trainer

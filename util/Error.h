@@ -28,6 +28,10 @@ class CommError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The first line of an exception message: c10::Error appends a C++ backtrace
+// after it, and users need only the cause.
+inline std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 namespace detail {
 [[noreturn]] void internalAssertFail(const char* expr, const char* file, int line, const std::string& msg);
 }  // namespace detail

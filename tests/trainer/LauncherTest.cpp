@@ -227,8 +227,11 @@ TEST_F(LaunchTest, RanksOneCheckpointApartResumeFromTheCommonStep) {
   ASSERT_EQ(o.status, 0) << o.text;
   const std::string expected = readFile(dir.path() + "/r/model.pt");
   fs::remove(dir.path() + "/r/model.pt");
-  fs::remove(dir.path() + "/r/rank1/checkpoint.pt");
-  fs::remove(dir.path() + "/r/rank1/checkpoint.pt.sum");
+  auto dropRank1 = [&](const std::string& file) {  // a checkpoint and its sidecar
+    fs::remove(dir.path() + "/r/rank1/" + file);
+    fs::remove(dir.path() + "/r/rank1/" + file + ".sum");
+  };
+  dropRank1("checkpoint.pt");
   o = run(binary() + " launch -n 2 " + cfg + " --set comm.latency_us=0 --resume", 120s);
   ASSERT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("at step 220"), std::string::npos) << o.text;
@@ -237,10 +240,8 @@ TEST_F(LaunchTest, RanksOneCheckpointApartResumeFromTheCommonStep) {
 
   // No common step at all (rank 1's checkpoints gone): a clear error, not a
   // silent fresh start of one rank.
-  fs::remove(dir.path() + "/r/rank1/checkpoint.pt");
-  fs::remove(dir.path() + "/r/rank1/checkpoint.pt.sum");
-  fs::remove(dir.path() + "/r/rank1/checkpoint.prev.pt");
-  fs::remove(dir.path() + "/r/rank1/checkpoint.prev.pt.sum");
+  dropRank1("checkpoint.pt");
+  dropRank1("checkpoint.prev.pt");
   o = run(binary() + " launch -n 2 " + cfg + " --set comm.latency_us=0 --resume", 120s);
   EXPECT_NE(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("no common checkpoint step (rank 1 has none"), std::string::npos) << o.text;
