@@ -2,6 +2,7 @@
 // TTA summary (markdown + JSON) with utility over FP16 and FP32.
 #include "experiments/Compare.h"
 
+#include "trainer/BuildInfo.h"
 #include "trainer/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
 #include "util/Error.h"
@@ -21,9 +22,13 @@ namespace gradzip::experiments {
 namespace fs = std::filesystem;
 namespace {
 
+// A gradzip arm trains with `compress`; a peer arm runs PyTorch DDP with a
+// stock comm hook (experiments/python/ddp_peer.py) on the same base config.
 struct Arm {
   std::string name;
   YAML::Node compress;
+  std::string ddpHook;  // "" = gradzip arm; none | fp16 | powersgd
+  int64_t powersgdRank = 4;
 };
 
 struct Suite {
@@ -52,8 +57,19 @@ Suite loadSuite(const std::string& path) {
   for (auto& a : root.childList("arms")) {
     Arm arm;
     arm.name = a.requireString("name");
-    arm.compress = YAML::Clone(a.raw("compress"));
-    if (!arm.compress || !arm.compress.IsMap()) a.fail("compress", "expected a compress mapping, e.g. {name: thc}");
+    if (a.has("ddp")) {
+      if (a.has("compress")) a.fail("ddp", "an arm is either gradzip (compress) or PyTorch DDP (ddp), not both");
+      auto d = a.child("ddp");
+      arm.ddpHook = d.getEnum("hook", "none", {"none", "fp16", "powersgd"});
+      arm.powersgdRank = d.getInt("powersgd_rank", arm.powersgdRank, 1, 1024);
+      d.finish();
+      arm.compress = YAML::Node(YAML::NodeType::Map);
+      arm.compress["name"] = "fp32";  // validates the shared config; the peer ignores it
+    } else {
+      arm.compress = YAML::Clone(a.raw("compress"));
+      if (!arm.compress || !arm.compress.IsMap())
+        a.fail("compress", "expected a compress mapping, e.g. {name: thc}, or a ddp mapping, e.g. {hook: fp16}");
+    }
     a.finish();
     for (const auto& other : s.arms)
       if (other.name == arm.name) a.fail("name", fmt::format("duplicate arm name '{}'", arm.name));
@@ -164,6 +180,10 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     trainer::LaunchOptions lo;
     lo.nprocs = s.worldSize;
     lo.command = {selfExe, "train", cfgPath};
+    if (!arm.ddpHook.empty())
+      lo.command = {trainer::pythonExecutable(), std::string(trainer::sourceDir()) + "/experiments/python/ddp_peer.py",
+                    "--config", cfgPath, "--hook", arm.ddpHook, "--powersgd-rank", std::to_string(arm.powersgdRank),
+                    "--out", armDir};
     const int rc = trainer::launchOn(lo, armConfig.network);
     if (rc != 0) throw UserError(fmt::format("arm {} failed (exit status {}); see the log above", arm.name, rc));
     std::ofstream(armDir + "/done") << "ok\n";

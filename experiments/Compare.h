@@ -8,7 +8,9 @@
 // Suite file:
 //   suite: {name: quickstart, world_size: 2, targets: [0.7, 0.8], out_dir: runs}
 //   base:  {a train config without `compress`: run, model, data, optim, ...}
-//   arms:  [{name: fp16, compress: {name: fp16}}, {name: thc4, compress: {...}}]
+//   arms:  [{name: fp16, compress: {name: fp16}}, {name: thc4, compress: {...}},
+//           {name: ddp_fp16, ddp: {hook: fp16}},               # PyTorch DDP peer arms:
+//           {name: ddp_psgd4, ddp: {hook: powersgd, powersgd_rank: 4}}]  # none | fp16 | powersgd
 #pragma once
 
 #include <string>
