@@ -38,8 +38,9 @@ BUILT=$SECONDS
 
 # Sanitizer runtime options, shared by every test process and the gradzip
 # processes the CLI tests start (they inherit the environment):
-#  - detect_leaks=1: LeakSanitizer at exit, with the suppressions of
-#    gz_write_lsan_suppressions (lib.sh): only libraries we do not build.
+#  - detect_leaks=1: LeakSanitizer at exit. The suppressions file of
+#    gz_write_lsan_suppressions (lib.sh) is empty today; print_suppressions=1
+#    shows any that a future entry matches.
 #  - check_initialization_order/strict_init_order: static initialisers of our
 #    libraries must not read globals of another translation unit.
 #  - UBSan: print the stack and stop at the first finding (gcc's UBSan otherwise
