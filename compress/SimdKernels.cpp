@@ -14,6 +14,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define GZ_X86 1
 #define GZ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -265,10 +266,17 @@ __attribute__((target("avx512f"))) __m512 reduce16(const __m512* a) {
   return _mm512_permutexvar_ps(order, w);
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does
+// not know the "f16c" feature string.
+bool haveF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 int halfLevel() {
-  static const int level = __builtin_cpu_supports("avx512f")                                       ? 2
-                           : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) ? 1
-                                                                                                 : 0;
+  static const int level = __builtin_cpu_supports("avx512f")                       ? 2
+                           : (__builtin_cpu_supports("avx2") && haveF16c()) ? 1
+                                                                            : 0;
   return level;
 }
 #endif

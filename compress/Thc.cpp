@@ -12,6 +12,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace gradzip::compress {
@@ -31,7 +32,8 @@ ThcOptions ThcOptions::fromYaml(YamlReader& r) {
   o.variant = r.getEnum("variant", o.deployment == "ps" ? "table" : "uniform", {"table", "uniform"});
   if (o.deployment == "allreduce" && o.variant == "table") r.fail("variant", kThcNoTableAllReduce);
   o.bits = static_cast<int>(r.getInt("bits", o.bits, 1, 16));
-  o.granularity = static_cast<int>(r.getInt("granularity", o.granularity, 0, 4096));
+  // The paper's g = 30 (for b = 4) holds up to b = 4; wider codes need g >= 2^b − 1.
+  o.granularity = static_cast<int>(r.getInt("granularity", std::max(o.granularity, (1 << o.bits) - 1), 0, 4096));
   o.p = r.getDouble("p", o.p, 1e-9, 0.999);
   o.symmetricTable = r.getBool("symmetric_table", o.symmetricTable);
   o.rotationBlockLog2 = static_cast<int>(r.getInt("rotation_block_log2", o.rotationBlockLog2, 0, 40));

@@ -46,7 +46,7 @@ struct ThcOptions {
   int bits = 4;                   // b: bits per coordinate sent
   // g for the table variant; 0 = from n: g = max(2^b−1, min(30, floor(255/n)))
   // keeps the downlink at 8 bits while it can (the paper scales g down with n).
-  int granularity = 30;
+  int granularity = 30;           // default 30 (the paper's), or 2^b − 1 when b >= 5
   double p = 1.0 / 32;         // support bound: expected fraction clamped
   bool symmetricTable = true;  // the paper's reflected tables (false: unconstrained optimum)
   int rotationBlockLog2 = 0;   // 0 = full RHT; else partial rotation in 2^l' blocks

@@ -61,7 +61,16 @@ Plan planFromYaml(YamlReader r) {
   auto opts = r.child(p.compressor);
   auto node = r.raw(p.compressor);
   p.options = node.IsDefined() && !node.IsNull() ? YAML::Clone(node) : YAML::Node(YAML::NodeType::Map);
-  auto c = compress::makeCompressor(p.compressor, opts);
+  // A compressor's own checks of its options (e.g. THC's g >= 2^b - 1) name
+  // the config file, line and key like every other config error.
+  std::unique_ptr<compress::Compressor> c;
+  try {
+    c = compress::makeCompressor(p.compressor, opts);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const UserError& e) {
+    r.fail(p.compressor, e.what());
+  }
   const auto caps = c->capabilities();
   if (std::find(caps.collectives.begin(), caps.collectives.end(), p.collective) == caps.collectives.end())
     r.fail("collective", fmt::format("compressor {} does not support collective '{}' (supported: {})", p.compressor,
