@@ -146,8 +146,9 @@ void checkJoin(c10d::Store& store, const RendezvousOptions& o, Clock::time_point
 
 void setCudaBackendFactory(CudaBackendFactory factory) { gCudaFactory = factory; }
 
-RendezvousOptions RendezvousOptions::fromEnv() {
+RendezvousOptions RendezvousOptions::fromEnv(std::chrono::milliseconds timeout) {
   RendezvousOptions o;
+  o.timeout = timeout;
   if (env("WORLD_SIZE") || env("RANK")) {
     GZ_CHECK(env("WORLD_SIZE") && env("RANK"), "RANK and WORLD_SIZE must be set together (torchrun sets both)");
     o.worldSize = envInt("WORLD_SIZE", 1, 1 << 20);

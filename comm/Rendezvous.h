@@ -39,8 +39,9 @@ struct RendezvousOptions {
   int generation = 0;
 
   // Reads the torchrun variables, else SLURM's, else defaults to one rank.
-  // Malformed values throw UserError naming the variable.
-  static RendezvousOptions fromEnv();
+  // `timeout` is the caller's (e.g. comm.timeout_s); GRADZIP_COMM_TIMEOUT_S
+  // overrides it. Malformed values throw UserError naming the variable.
+  static RendezvousOptions fromEnv(std::chrono::milliseconds timeout = std::chrono::seconds(60));
 };
 
 // Factory of the backend for CUDA tensors (see comm/NcclBackend.h); returns

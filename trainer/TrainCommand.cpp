@@ -19,9 +19,7 @@ int trainCommand(const TrainArgs& args) {
         "{}: the network block (emulated links) is set up by `gradzip launch -n N {}` or `gradzip compare`, which "
         "run each rank in its own network namespace; under torchrun or SLURM remove the block",
         args.config, args.config));
-  auto ro = comm::RendezvousOptions::fromEnv();
-  // comm.timeout_s, unless GRADZIP_COMM_TIMEOUT_S (read by fromEnv) overrides it.
-  if (!std::getenv("GRADZIP_COMM_TIMEOUT_S")) ro.timeout = std::chrono::seconds(cfg.comm.timeoutS);
+  auto ro = comm::RendezvousOptions::fromEnv(std::chrono::seconds(cfg.comm.timeoutS));
   ro.fingerprint = cfg.fingerprint();
   auto comm = comm::connect(ro);
   comm->setSendDelay(std::chrono::microseconds(cfg.comm.latencyUs));

@@ -113,6 +113,13 @@ TEST(Rendezvous, BadEnvironmentNamesTheVariable) {
   }
 }
 
+TEST(Rendezvous, TimeoutIsTheCallersUnlessTheEnvironmentOverridesIt) {
+  EXPECT_EQ(comm::RendezvousOptions::fromEnv(std::chrono::seconds(7)).timeout, std::chrono::seconds(7));
+  EnvGuard g;
+  g.set("GRADZIP_COMM_TIMEOUT_S", "3");
+  EXPECT_EQ(comm::RendezvousOptions::fromEnv(std::chrono::seconds(7)).timeout, std::chrono::seconds(3));
+}
+
 TEST(Rendezvous, NoEnvironmentMeansOneRank) {
   auto o = comm::RendezvousOptions::fromEnv();
   EXPECT_EQ(o.worldSize, 1);
