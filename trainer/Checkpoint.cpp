@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace gradzip::trainer {
@@ -53,19 +54,23 @@ void writeText(const std::string& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-bool valid(const std::string& path) {
-  if (!fs::exists(path) || !fs::exists(path + ".sum")) return false;
+// The step recorded in path's sidecar when path matches its size and hash.
+std::optional<int64_t> validStep(const std::string& path) {
+  if (!fs::exists(path) || !fs::exists(path + ".sum")) return std::nullopt;
   std::ifstream in(path + ".sum");
   uint64_t size = 0, hash = 0;
-  in >> size >> hash;
-  if (!in) return false;
+  int64_t step = 0;
+  in >> size >> hash >> step;
+  if (!in) return std::nullopt;
   auto [n, h] = sizeAndHash(path);
-  return n == size && h == hash;
+  if (n != size || h != hash) return std::nullopt;
+  return step;
 }
 
 }  // namespace
 
-void writeCheckpoint(const std::string& dir, const std::function<void(torch::serialize::OutputArchive&)>& fill) {
+void writeCheckpoint(const std::string& dir, int64_t step,
+                     const std::function<void(torch::serialize::OutputArchive&)>& fill) {
   fs::create_directories(dir);
   const std::string cur = dir + "/checkpoint.pt", prev = dir + "/checkpoint.prev.pt", tmp = dir + "/checkpoint.tmp";
   torch::serialize::OutputArchive ar;
@@ -73,23 +78,23 @@ void writeCheckpoint(const std::string& dir, const std::function<void(torch::ser
   ar.save_to(tmp);
   fsyncFile(tmp);
   auto [n, h] = sizeAndHash(tmp);
-  if (valid(cur)) {
+  if (validStep(cur)) {
     fs::rename(cur, prev);
     fs::rename(cur + ".sum", prev + ".sum");
   }
   fs::rename(tmp, cur);
-  writeText(cur + ".sum", std::to_string(n) + " " + std::to_string(h) + "\n");
+  writeText(cur + ".sum", fmt::format("{} {} {}\n", n, h, step));
 }
 
-std::vector<std::string> validCheckpoints(const std::string& dir) {
+std::vector<CheckpointFile> validCheckpoints(const std::string& dir) {
   const std::string candidates[] = {dir + "/checkpoint.pt", dir + "/checkpoint.prev.pt"};
   bool any = false;
-  std::vector<std::string> out;
+  std::vector<CheckpointFile> out;
   for (const auto& path : candidates) {
     if (!fs::exists(path)) continue;
     any = true;
-    if (valid(path)) {
-      out.push_back(path);
+    if (auto step = validStep(path)) {
+      out.push_back({path, *step});
     } else {
       spdlog::warn("checkpoint {} is truncated or corrupt (size/hash mismatch); {}", path,
                    &path == &candidates[0] ? "trying the previous one" : "no older checkpoint is kept");
@@ -115,8 +120,8 @@ bool loadCheckpointFile(const std::string& path, const std::function<void(torch:
 
 std::string readCheckpoint(const std::string& dir, const std::function<void(torch::serialize::InputArchive&)>& use) {
   const auto files = validCheckpoints(dir);
-  for (const auto& path : files)
-    if (loadCheckpointFile(path, use)) return path;
+  for (const auto& f : files)
+    if (loadCheckpointFile(f.path, use)) return f.path;
   if (!files.empty()) throw UserError(fmt::format("{}: no readable checkpoint", dir));
   return "";
 }

@@ -17,13 +17,20 @@
 namespace gradzip::trainer {
 
 // Writes dir/checkpoint.pt atomically (temp file, fsync, rename), keeping the
-// previous one as checkpoint.prev.pt.
-void writeCheckpoint(const std::string& dir, const std::function<void(torch::serialize::OutputArchive&)>& fill);
+// previous one as checkpoint.prev.pt. `step` goes into the sidecar, so ranks
+// can agree on a checkpoint without loading the archives.
+void writeCheckpoint(const std::string& dir, int64_t step,
+                     const std::function<void(torch::serialize::OutputArchive&)>& fill);
+
+struct CheckpointFile {
+  std::string path;
+  int64_t step = 0;
+};
 
 // The checkpoint files of `dir` whose size and hash match their sidecar, newest
 // first; a truncated or corrupt one is skipped with a warning. Empty when the
 // directory holds none; throws UserError when checkpoints exist but none is valid.
-std::vector<std::string> validCheckpoints(const std::string& dir);
+std::vector<CheckpointFile> validCheckpoints(const std::string& dir);
 
 // Loads one checkpoint file into `use`; false (with a warning) when the archive
 // cannot be read. UserErrors thrown by `use` propagate.

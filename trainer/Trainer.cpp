@@ -156,7 +156,7 @@ struct Trainer::Impl {
   }
 
   void saveCheckpoint() {
-    writeCheckpoint(rankDir(), [&](torch::serialize::OutputArchive& ar) {
+    writeCheckpoint(rankDir(), step, [&](torch::serialize::OutputArchive& ar) {
       for (auto& kv : model->named_parameters()) ar.write("model/" + kv.key(), kv.value());
       for (auto& kv : model->named_buffers()) ar.write("buffer/" + kv.key(), kv.value(), true);
       torch::serialize::OutputArchive o;
@@ -191,15 +191,9 @@ struct Trainer::Impl {
   // all resume from the newest step that every rank holds. Returns this rank's
   // file for that step, or "" when no rank has a checkpoint.
   std::string agreeOnCheckpoint() {
-    std::vector<std::pair<int64_t, std::string>> mine;  // (step, file), newest first
-    for (const auto& f : validCheckpoints(rankDir())) {
-      double s = -1;
-      if (loadCheckpointFile(f, [&](torch::serialize::InputArchive& ar) { s = readScalar(ar, "state/step"); }))
-        mine.emplace_back(int64_t(s), f);
-    }
-    GZ_CHECK(mine.size() <= 2, "{}: more checkpoints than expected", rankDir());
-    auto steps = torch::full({2}, -1.0, torch::kDouble);
-    for (size_t i = 0; i < mine.size(); ++i) steps[i] = double(mine[i].first);
+    const auto mine = validCheckpoints(rankDir());  // newest first
+    auto steps = torch::full({2}, -1.0, torch::kDouble);  // validCheckpoints returns at most two
+    for (size_t i = 0; i < mine.size(); ++i) steps[i] = double(mine[i].step);
     std::vector<at::Tensor> all;
     for (int r = 0; r < comm.size(); ++r) all.push_back(torch::empty({2}, torch::kDouble));
     comm.allGather(all, steps).wait();
@@ -223,12 +217,12 @@ struct Trainer::Impl {
                "step {}; checkpoints are in {}/rank<r>/); delete the run directory to start afresh",
                r, describe(r), target, cfg.runDir());
     }
-    for (const auto& [s, f] : mine) {
-      if (s != target) continue;
-      if (s != mine[0].first)
+    for (const auto& f : mine) {
+      if (f.step != target) continue;
+      if (f.step != mine[0].step)
         spdlog::warn("resuming from the previous checkpoint (step {}): another rank had not yet written step {} "
-                     "when the run stopped", s, mine[0].first);
-      return f;
+                     "when the run stopped", f.step, mine[0].step);
+      return f.path;
     }
     GZ_ASSERT(false, "agreed checkpoint step not found locally");
   }

@@ -173,7 +173,7 @@ TEST(Checkpoint, RoundTripIsExact) {
   gradzip::testing::TempDir dir;
   auto g = at::make_generator<at::CPUGeneratorImpl>(1);
   auto a = torch::randn({17, 3}, g), b = torch::randint(0, 1000, {5}, g);
-  trainer::writeCheckpoint(dir.path(), [&](torch::serialize::OutputArchive& ar) {
+  trainer::writeCheckpoint(dir.path(), 7, [&](torch::serialize::OutputArchive& ar) {
     ar.write("a", a);
     ar.write("b", b);
     trainer::writeScalar(ar, "x", 0.1 + 0.2);
@@ -185,6 +185,9 @@ TEST(Checkpoint, RoundTripIsExact) {
     ar.read("b", b2);
     x = trainer::readScalar(ar, "x");
   });
+  const auto files = trainer::validCheckpoints(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].step, 7);  // from the sidecar, without loading the archive
   EXPECT_TRUE(torch::equal(a, a2));
   EXPECT_TRUE(torch::equal(b, b2));
   EXPECT_EQ(x, 0.1 + 0.2);
