@@ -52,10 +52,11 @@ TtaLog::TtaLog(const std::string& dir, int64_t resumedStep) {
   const std::string jsonlPath = dir + "/tta.jsonl", csvPath = dir + "/tta.csv";
   const bool append = resumedStep >= 0;
   if (append) {
-    filterLines(jsonlPath, [&](const std::string& l) { return jsonlStep(l) >= 0 && jsonlStep(l) <= resumedStep; });
+    auto kept = [&](int64_t step) { return step >= 0 && step <= resumedStep; };
+    filterLines(jsonlPath, [&](const std::string& l) { return kept(jsonlStep(l)); });
     bool header = true;
     filterLines(csvPath, [&](const std::string& l) {
-      const bool keep = header || (csvStep(l) >= 0 && csvStep(l) <= resumedStep);
+      const bool keep = header || kept(csvStep(l));
       header = false;
       return keep;
     });

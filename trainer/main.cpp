@@ -135,10 +135,10 @@ int main(int argc, char** argv) {
         lo.command.insert(lo.command.end(), target.begin(), target.end());
         // The config's network block (after its --set overrides) is the launcher's to set up.
         std::vector<std::string> overrides;
-        for (size_t i = 1; i + 1 < target.size(); ++i)
-          if (target[i] == "--set") overrides.push_back(target[++i]);
-        for (const auto& t : target)
-          if (t.rfind("--set=", 0) == 0) overrides.push_back(t.substr(6));
+        for (size_t i = 1; i < target.size(); ++i) {
+          if (target[i] == "--set" && i + 1 < target.size()) overrides.push_back(target[++i]);
+          else if (target[i].rfind("--set=", 0) == 0) overrides.push_back(target[i].substr(6));
+        }
         net = trainer::TrainConfig::load(target.front(), overrides).network;
       } else {
         lo.command = target;
