@@ -68,7 +68,12 @@ NetEmulator::NetEmulator(NetEmulatorOptions opts) : opts_(std::move(opts)) {
   detail::registerEmulator(this);
   try {
     create();
-    if (!opts_.schedule.empty()) startSchedule(opts_.schedule);
+    if (opts_.schedule.inEpochs()) {
+      std::lock_guard<std::mutex> lock(rateMu_);
+      applyRate(opts_.schedule.steps().front().mbit);  // later steps follow the owner's progress source
+    } else if (!opts_.schedule.empty()) {
+      startSchedule(opts_.schedule);
+    }
   } catch (...) {
     detail::unregisterEmulator(this);
     cleanup();
@@ -192,6 +197,8 @@ void NetEmulator::setRate(std::optional<double> mbit) {
 
 void NetEmulator::startSchedule(const RateSchedule& s) {
   GZ_CHECK(!s.empty(), "network emulation: empty rate schedule");
+  GZ_CHECK(!s.inEpochs(), "network emulation: the schedule {} is in epochs; it needs a progress source (followSchedule)",
+           s.toString());
   stopSchedule();
   const auto t0 = std::chrono::steady_clock::now();
   {
@@ -209,7 +216,7 @@ void NetEmulator::scheduleLoop(RateSchedule s, std::chrono::steady_clock::time_p
   for (size_t i = 1; i < s.steps().size(); ++i) {
     const auto& step = s.steps()[i];
     const auto at = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(step.startSeconds));
+                             std::chrono::duration<double>(step.start));
     {
       std::unique_lock<std::mutex> lock(threadMu_);
       if (stopCv_.wait_until(lock, at, [this] { return stop_; })) return;
@@ -217,11 +224,52 @@ void NetEmulator::scheduleLoop(RateSchedule s, std::chrono::steady_clock::time_p
     std::lock_guard<std::mutex> lock(rateMu_);
     try {
       applyRate(step.mbit);
-      spdlog::info("network emulation {}: t={} s rate {}", prefix_, step.startSeconds,
+      spdlog::info("network emulation {}: t={} s rate {}", prefix_, step.start,
                    step.mbit ? fmt::format("{} Mbit/s", *step.mbit) : "unshaped");
     } catch (const std::exception& e) {
       scheduleError_ = e.what();
-      spdlog::error("network emulation {}: schedule step at {} s failed: {}", prefix_, step.startSeconds, e.what());
+      spdlog::error("network emulation {}: schedule step at {} s failed: {}", prefix_, step.start, e.what());
+    }
+  }
+}
+
+void NetEmulator::followSchedule(const RateSchedule& s, ProgressFn progress, std::chrono::milliseconds poll) {
+  GZ_CHECK(!s.empty(), "network emulation: empty rate schedule");
+  GZ_CHECK(poll.count() > 0, "network emulation: poll interval must be positive");
+  stopSchedule();
+  {
+    std::lock_guard<std::mutex> lock(rateMu_);
+    applyRate(s.steps().front().mbit);
+  }
+  if (s.steps().size() > 1) {
+    std::lock_guard<std::mutex> lock(threadMu_);
+    stop_ = false;
+    scheduleThread_ = std::thread([this, s, progress = std::move(progress), poll] { followLoop(s, progress, poll); });
+  }
+}
+
+void NetEmulator::followLoop(RateSchedule s, ProgressFn progress, std::chrono::milliseconds poll) {
+  // The rate the schedule last asked for; a failed change is not retried every
+  // poll, only when the epoch moves to a step with another rate.
+  std::optional<double> asked = s.steps().front().mbit;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(threadMu_);
+      if (stopCv_.wait_for(lock, poll, [this] { return stop_; })) return;
+    }
+    const std::optional<double> epoch = progress();
+    if (!epoch) continue;
+    const std::optional<double> want = s.rateAt(*epoch);
+    if (want == asked) continue;
+    asked = want;
+    std::lock_guard<std::mutex> lock(rateMu_);
+    try {
+      applyRate(want);
+      spdlog::info("network emulation {}: epoch {:.3f} rate {}", prefix_, *epoch,
+                   want ? fmt::format("{} Mbit/s", *want) : "unshaped");
+    } catch (const std::exception& e) {
+      scheduleError_ = e.what();
+      spdlog::error("network emulation {}: schedule step at epoch {:.3f} failed: {}", prefix_, *epoch, e.what());
     }
   }
 }

@@ -6,7 +6,8 @@
 // bridge) and on the bridge's port (bridge -> rank); a message between two
 // ranks therefore crosses two buckets of the same rate. Rates follow a
 // RateSchedule applied by a background thread (`tc qdisc replace`, or deletion
-// of the root qdisc for "unshaped").
+// of the root qdisc for "unshaped"): at its times for a schedule in seconds, or
+// by polling a progress callback (the training epoch) for one in epochs.
 //
 // Latency: this kernel has no netem, so there is no tc delay or loss. gradzip
 // emulates latency by delaying each send inside its own collectives
@@ -29,6 +30,7 @@
 #include "comm/RateSchedule.h"
 #include "util/Yaml.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -53,7 +55,9 @@ struct NetEmulatorOptions {
   double burstMillis = 1.0;
   // tbf queue bound, as the longest time a packet may wait (tc "latency").
   double queueMillis = 50.0;
-  // Applied from construction (t = 0 at construction); empty = unshaped.
+  // Applied from construction (t = 0 at construction); empty = unshaped. A
+  // schedule in epochs gets only its first rate at construction; the owner
+  // starts followSchedule() with a progress source.
   RateSchedule schedule;
 
   static NetEmulatorOptions fromYaml(YamlReader& r);
@@ -89,6 +93,15 @@ class NetEmulator {
   // the later steps from a background thread at their times after this call.
   // Errors in the thread are logged and kept (lastScheduleError()).
   void startSchedule(const RateSchedule& s);
+  // For a schedule in epochs: stops any running schedule, applies
+  // s.steps()[0] now (errors throw), then polls `progress` every `poll` from a
+  // background thread and applies s.rateAt(epoch) whenever that differs from
+  // the rate in force. `progress` returns the current epoch, or nullopt while
+  // there is none yet (the rate stays); it runs on the background thread and
+  // must not throw. Errors applying a rate are logged and kept.
+  using ProgressFn = std::function<std::optional<double>()>;
+  void followSchedule(const RateSchedule& s, ProgressFn progress,
+                      std::chrono::milliseconds poll = std::chrono::milliseconds(200));
   void stopSchedule();
   // The rate in force (nullopt = unshaped).
   std::optional<double> currentRate() const;
@@ -119,6 +132,7 @@ class NetEmulator {
   void create();
   void applyRate(std::optional<double> mbit);  // caller holds rateMu_
   void scheduleLoop(RateSchedule s, std::chrono::steady_clock::time_point t0);
+  void followLoop(RateSchedule s, ProgressFn progress, std::chrono::milliseconds poll);
   void checkRank(int rank) const;
 
   NetEmulatorOptions opts_;

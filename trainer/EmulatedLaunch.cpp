@@ -1,11 +1,45 @@
-// Implements trainer/EmulatedLaunch.h.
+// Implements trainer/EmulatedLaunch.h: the emulator around launch(), and for
+// schedules in epochs the progress file that connects rank 0's training loop
+// to the emulator's rate thread.
 #include "trainer/EmulatedLaunch.h"
 
+#include "trainer/ProgressFile.h"
 #include "util/Error.h"
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
 namespace gradzip::trainer {
+namespace {
+
+// A private directory for the progress file, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gradzip-progress-XXXXXX").string();
+    GZ_CHECK(::mkdtemp(tmpl.data()) != nullptr, "launch: cannot create a directory for the progress file ({}): {}",
+             tmpl, std::strerror(errno));
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
 
 int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   comm::NetEmulator::requirePrivileges();
@@ -13,14 +47,33 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
     spdlog::info("launch: removed {} namespace(s) left by an earlier, killed emulated run", stale);
   net.ranks = o.nprocs;
   const std::string rates = net.schedule.empty() ? "unshaped" : net.schedule.toString();
+  std::optional<TempDir> progressDir;
+  if (net.schedule.inEpochs()) progressDir.emplace();
   comm::NetEmulator emu(net);  // applies the schedule's first rate; the destructor removes everything
   o.masterAddr = emu.address(0);
   o.rankPrefix.clear();
   for (int r = 0; r < o.nprocs; ++r) o.rankPrefix.push_back(emu.execPrefix(r));
   o.env.push_back("GRADZIP_NETWORK=" + rates);
-  spdlog::info("launch: emulated network {} ({} ranks on bridge {}x, rate schedule {} Mbit/s; no latency shaping)",
-               emu.prefix(), o.nprocs, net.subnet, rates);
-  return launch(o);
+  auto seen = std::make_shared<std::atomic<bool>>(false);
+  if (progressDir) {
+    const std::string file = progressDir->path() + "/progress";
+    o.env.push_back(std::string(kProgressFileEnv) + "=" + file);
+    emu.followSchedule(net.schedule, [file, seen]() -> std::optional<double> {
+      auto epoch = readProgressFile(file);
+      if (epoch) seen->store(true);
+      return epoch;
+    });
+  }
+  spdlog::info("launch: emulated network {} ({} ranks on bridge {}x, rate schedule {} Mbit/s{}; no latency shaping)",
+               emu.prefix(), o.nprocs, net.subnet, rates,
+               progressDir ? ", following the epoch rank 0 writes to $" + std::string(kProgressFileEnv) : "");
+  const int rc = launch(o);
+  emu.stopSchedule();
+  if (progressDir && !seen->load())
+    spdlog::warn("launch: the rate schedule is in epochs, but no rank wrote ${} (gradzip train does; other programs "
+                 "must write it themselves), so the rate stayed at the first step's",
+                 kProgressFileEnv);
+  return rc;
 }
 
 int launchOn(const LaunchOptions& o, const std::optional<comm::NetEmulatorOptions>& net) {

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -99,6 +100,61 @@ TEST(RateSchedule, YamlRoundTripAndErrorsNameTheKey) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("b.yaml:2: schedule[0].mbit"), std::string::npos) << e.what();
   }
+}
+
+TEST(RateSchedule, EpochStepsParseLookUpAndRoundTrip) {
+  RateSchedule s = RateSchedule::parse("0e:50,2e:10,4.5e:unshaped");
+  ASSERT_TRUE(s.inEpochs());
+  ASSERT_EQ(s.steps().size(), 3u);
+  EXPECT_EQ(s.rateAt(0.0), 50.0);
+  EXPECT_EQ(s.rateAt(1.999), 50.0);
+  EXPECT_EQ(s.rateAt(2.0), 10.0);
+  EXPECT_EQ(s.rateAt(4.49), 10.0);
+  EXPECT_FALSE(s.rateAt(4.5).has_value());
+  EXPECT_EQ(s.toString(), "0e:50,2e:10,4.5e:unshaped");
+  EXPECT_TRUE(RateSchedule::parse(s.toString()).inEpochs());
+  EXPECT_FALSE(RateSchedule::parse("0:50,2:10").inEpochs());
+  EXPECT_FALSE(RateSchedule::parse("20").inEpochs());
+  try {
+    RateSchedule::parse("0:50,2e:10");
+    FAIL() << "expected UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("mixes seconds and epochs"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(RateSchedule::parse("1e:50"), UserError);  // must start at epoch 0
+
+  auto r = YamlReader::loadString("schedule:\n  - {epoch: 0, mbit: 100}\n  - {epoch: 1.5, mbit: 5}\n", "e.yaml");
+  RateSchedule y = RateSchedule::fromYaml(r, "schedule");
+  EXPECT_TRUE(y.inEpochs());
+  EXPECT_EQ(y.toString(), "0e:100,1.5e:5");
+  YAML::Node n(YAML::NodeType::Sequence);
+  y.toYaml(n);
+  EXPECT_TRUE(n[1]["epoch"]) << YAML::Dump(n);
+  EXPECT_FALSE(n[1]["at"]) << YAML::Dump(n);
+  YAML::Node root;
+  root["schedule"] = n;
+  auto back = YamlReader::loadString(YAML::Dump(root));
+  EXPECT_EQ(RateSchedule::fromYaml(back, "schedule").toString(), "0e:100,1.5e:5");
+}
+
+TEST(RateSchedule, MixedOrMissingClocksInYamlNameFileLineAndKey) {
+  auto expectError = [](const std::string& yaml, const std::string& where, const std::string& what) {
+    auto r = YamlReader::loadString(yaml, "m.yaml");
+    try {
+      RateSchedule::fromYaml(r, "schedule");
+      FAIL() << "expected ConfigError for " << yaml;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expectError("schedule:\n  - {at: 0, mbit: 50}\n  - {epoch: 2, mbit: 10}\n", "m.yaml:3: schedule[1].epoch",
+              "mixes `at` (seconds) and `epoch`");
+  expectError("schedule:\n  - {epoch: 0, mbit: 50}\n  - {at: 9, mbit: 10}\n", "m.yaml:3: schedule[1].at",
+              "mixes `at` (seconds) and `epoch`");
+  expectError("schedule:\n  - {at: 0, epoch: 0, mbit: 50}\n", "m.yaml:2: schedule[0].epoch", "not both");
+  expectError("schedule:\n  - {mbit: 50}\n", "m.yaml:2: schedule[0].at", "needs `at` (seconds) or `epoch`");
+  expectError("schedule:\n  - {epoch: 0, mbit: 50}\n  - {epoch: 0, mbit: 10}\n", "schedule", "not after step 0");
 }
 
 TEST(NetEmulatorOptions, YamlRoundTripRejectsUnknownKeys) {
@@ -321,6 +377,41 @@ TEST(NetEmulator, ScheduleAppliesRateAndAchievedRateMatches) {
 
 // Helper process of SignalCleanupRemovesNamespaces (skipped unless that test
 // starts it): builds an emulator, prints its namespaces, then waits for a signal.
+TEST(NetEmulator, EpochScheduleFollowsTheProgressSource) {
+  NetEmulatorOptions o;
+  o.schedule = RateSchedule::parse("0e:unshaped,1e:20");
+  MAKE_EMULATOR_OR_SKIP(emu, o);
+  auto qdisc = [&] { return runChecked({"tc", "-n", emu->namespaceName(1), "qdisc", "show", "dev", "eth0"}); };
+  // Construction applies only the first step; the time-driven thread refuses it.
+  EXPECT_FALSE(emu->currentRate().has_value());
+  EXPECT_EQ(qdisc().find("tbf"), std::string::npos) << qdisc();
+  EXPECT_THROW(emu->startSchedule(o.schedule), UserError);
+
+  std::atomic<double> epoch{-1.0};  // < 0: no progress yet
+  std::atomic<int> polls{0};
+  emu->followSchedule(
+      o.schedule,
+      [&]() -> std::optional<double> {
+        ++polls;
+        const double e = epoch.load();
+        return e < 0 ? std::nullopt : std::optional<double>(e);
+      },
+      std::chrono::milliseconds(20));
+  // Epoch 0.9 is still the first step: after the poller has seen it several
+  // times the link is still unshaped.
+  epoch = 0.9;
+  const int seenAt = polls.load();
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (polls.load() < seenAt + 3 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(emu->currentRate().has_value());
+  epoch = 1.2;
+  while (emu->currentRate() != std::optional<double>(20.0) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(emu->currentRate(), std::optional<double>(20.0)) << emu->lastScheduleError();
+  EXPECT_NE(qdisc().find("rate 20Mbit"), std::string::npos) << qdisc();
+  emu->stopSchedule();
+}
+
 TEST(NetEmulator, SignalChild) {
   if (!std::getenv("GRADZIP_NETEMU_SIGNAL_CHILD")) GTEST_SKIP() << "helper process of SignalCleanupRemovesNamespaces";
   NetEmulator::installSignalCleanup();
