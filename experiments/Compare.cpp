@@ -1,7 +1,10 @@
-// Implements experiments/Compare.h: arm configs, sequential launches, and the
-// TTA summary (markdown + JSON) with utility over FP16 and FP32.
+// Implements experiments/Compare.h: the suite file, one effective train config
+// per run (arm x network x repeat), the dry-run plan, sequential launches, and
+// the summaries (experiments/CompareSummary.h).
 #include "experiments/Compare.h"
 
+#include "experiments/CompareSummary.h"
+#include "models/Registry.h"
 #include "trainer/BuildInfo.h"
 #include "trainer/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
@@ -9,9 +12,11 @@
 #include "util/Yaml.h"
 
 #include <nlohmann/json.hpp>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <cmath>
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -22,8 +27,9 @@ namespace gradzip::experiments {
 namespace fs = std::filesystem;
 namespace {
 
-// A gradzip arm trains with `compress`; a peer arm runs PyTorch DDP with a
-// stock comm hook (experiments/python/ddp_peer.py) on the same base config.
+// A gradzip arm trains with `compress` (passed through untouched, so whatever
+// the trainer accepts, `{name: auto}` included, works here); a peer arm runs
+// PyTorch DDP with a stock comm hook (experiments/python/ddp_peer.py).
 struct Arm {
   std::string name;
   YAML::Node compress;
@@ -31,14 +37,29 @@ struct Arm {
   int64_t powersgdRank = 4;
 };
 
+// One network of a sweep: its name (a directory) and `network:` block (null =
+// the host network).
+struct Network {
+  std::string name;
+  YAML::Node block;
+};
+
 struct Suite {
   std::string name;
   int worldSize = 2;
   std::vector<double> targets;
   std::string outDir = "runs";
+  int repeats = 1;
+  std::vector<Network> networks;  // empty = the base config's own network (or none)
   YAML::Node base;
   std::vector<Arm> arms;
 };
+
+void checkDirName(YamlReader& r, const std::string& key, const std::string& name) {
+  const bool ok = !name.empty() && name != "." && name != ".." &&
+                  std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+'; });
+  if (!ok) r.fail(key, fmt::format("'{}' names a directory: use letters, digits and _ - . + only", name));
+}
 
 Suite loadSuite(const std::string& path) {
   auto root = YamlReader::loadFile(path);
@@ -46,17 +67,33 @@ Suite loadSuite(const std::string& path) {
   {
     auto r = root.child("suite");
     s.name = r.requireString("name");
+    checkDirName(r, "name", s.name);
     s.worldSize = static_cast<int>(r.getInt("world_size", s.worldSize, 1, 64));
     s.targets = r.getDoubleList("targets", {});
     s.outDir = r.getString("out_dir", s.outDir);
+    s.repeats = static_cast<int>(r.getInt("repeats", s.repeats, 1, 20));
+    if (r.has("networks"))
+      for (auto& n : r.childList("networks")) {
+        Network net{n.requireString("name"), YAML::Node()};
+        checkDirName(n, "name", net.name);
+        for (const auto& k : n.keys())
+          if (k != "name") net.block[k] = YAML::Clone(n.raw(k));
+        n.finish();
+        for (const auto& other : s.networks)
+          if (other.name == net.name) n.fail("name", fmt::format("duplicate network name '{}'", net.name));
+        s.networks.push_back(net);
+      }
     r.finish();
   }
   s.base = YAML::Clone(root.raw("base"));
   if (!s.base || !s.base.IsMap()) root.fail("base", "expected the mapping of a train config (run, model, data, ...)");
   if (s.base["compress"]) root.fail("base", "the base config must not set `compress`; each arm sets its own");
+  if (s.base["network"] && !s.networks.empty())
+    root.fail("base", "the base config must not set `network` when suite.networks sweeps networks");
   for (auto& a : root.childList("arms")) {
     Arm arm;
     arm.name = a.requireString("name");
+    checkDirName(a, "name", arm.name);
     if (a.has("ddp")) {
       if (a.has("compress")) a.fail("ddp", "an arm is either gradzip (compress) or PyTorch DDP (ddp), not both");
       auto d = a.child("ddp");
@@ -67,8 +104,9 @@ Suite loadSuite(const std::string& path) {
       arm.compress["name"] = "fp32";  // validates the shared config; the peer ignores it
     } else {
       arm.compress = YAML::Clone(a.raw("compress"));
-      if (!arm.compress || !arm.compress.IsMap())
-        a.fail("compress", "expected a compress mapping, e.g. {name: thc}, or a ddp mapping, e.g. {hook: fp16}");
+      const bool autoScalar = arm.compress && arm.compress.IsScalar() && arm.compress.as<std::string>() == "auto";
+      if (!arm.compress || (!arm.compress.IsMap() && !autoScalar))
+        a.fail("compress", "expected a compress mapping, e.g. {name: thc}, `auto`, or a ddp mapping, e.g. {hook: fp16}");
     }
     a.finish();
     for (const auto& other : s.arms)
@@ -89,147 +127,182 @@ Suite loadSuite(const std::string& path) {
   return s;
 }
 
-struct ArmResult {
-  std::string name, plan;
-  std::vector<std::optional<double>> timeToTarget;
-  double finalMetric = NAN, trainSeconds = 0, stepTime = 0, exposed = 0, encodeDecode = 0, compute = 0;
-  int64_t steps = 0, bytes = 0;
-  bool ok = false;
+// One training run: an arm on a network, one repeat.
+struct Run {
+  const Arm* arm;
+  std::string group;  // network name ("" without a sweep)
+  int repeat;
+  std::string dir, name;
+  YAML::Node cfg;
+  trainer::TrainConfig config;
 };
 
-ArmResult summarise(const std::string& name, const std::string& dir, const std::vector<double>& targets) {
-  ArmResult r;
-  r.name = name;
-  r.timeToTarget.assign(targets.size(), std::nullopt);
-  std::ifstream in(dir + "/tta.jsonl");
-  std::string line;
-  double stepSum = 0, exposedSum = 0, encSum = 0, computeSum = 0;
-  int rows = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;
-    const auto& m = j["metrics"];
-    double metric = m.contains("accuracy") ? m["accuracy"].get<double>()
-                                           : (m.contains("mlm_accuracy") ? m["mlm_accuracy"].get<double>() : NAN);
-    const double t = j["train_seconds"].get<double>();
-    for (size_t i = 0; i < targets.size(); ++i)
-      if (!r.timeToTarget[i] && metric >= targets[i]) r.timeToTarget[i] = t;
-    r.finalMetric = metric;
-    r.trainSeconds = t;
-    r.steps = j["step"].get<int64_t>();
-    r.bytes = j["bytes"].get<int64_t>();
-    r.plan = j["plan"].get<std::string>();
-    const auto& b = j["breakdown"];
-    stepSum += b["step"].get<double>();
-    exposedSum += b["exposed"].get<double>();
-    encSum += b["encode"].get<double>() + b["decode"].get<double>();
-    computeSum += b["compute"].get<double>();
-    ++rows;
-    r.ok = true;
-  }
-  if (rows) {
-    r.stepTime = stepSum / rows;
-    r.exposed = exposedSum / rows;
-    r.encodeDecode = encSum / rows;
-    r.compute = computeSum / rows;
-  }
-  return r;
+std::string groupDir(const Suite& s, const std::string& group) {
+  return s.outDir + "/" + s.name + (group.empty() ? "" : "/" + group);
 }
 
-std::string fmtTime(const std::optional<double>& t) { return t ? fmt::format("{:.1f} s", *t) : "never"; }
+std::string runName(const Arm& a, int repeat) {
+  return repeat == 0 ? a.name : fmt::format("{}.r{}", a.name, repeat);
+}
 
-// Speedup of `arm` over `base` at the highest target both reached.
-std::string speedup(const ArmResult& arm, const ArmResult& base) {
-  for (size_t i = arm.timeToTarget.size(); i-- > 0;)
-    if (arm.timeToTarget[i] && base.timeToTarget[i] && *arm.timeToTarget[i] > 0)
-      return fmt::format("{:.2f}x", *base.timeToTarget[i] / *arm.timeToTarget[i]);
-  return "n/a";
+// Builds and validates every run's effective config, so a bad arm fails before
+// any training starts.
+std::vector<Run> planRuns(const Suite& s, const std::string& suitePath) {
+  std::vector<Network> groups = s.networks;
+  if (groups.empty()) groups.push_back(Network{"", s.base["network"] ? YAML::Clone(s.base["network"]) : YAML::Node()});
+  std::vector<Run> runs;
+  for (const auto& net : groups)
+    for (const auto& arm : s.arms)
+      for (int k = 0; k < s.repeats; ++k) {
+        Run r{&arm, net.name, k, "", runName(arm, k), YAML::Clone(s.base), {}};
+        r.cfg["run"]["name"] = r.name;
+        r.cfg["run"]["out_dir"] = groupDir(s, net.name);
+        r.cfg["compress"] = YAML::Clone(arm.compress);
+        if (net.block && !net.block.IsNull()) r.cfg["network"] = YAML::Clone(net.block);
+        if (k > 0) {
+          YamlReader first(YAML::Clone(r.cfg), suitePath, "");
+          r.cfg["run"]["seed"] = trainer::TrainConfig::fromYaml(first).run.seed + static_cast<uint64_t>(k);
+        }
+        YamlReader reader(r.cfg, suitePath, "");
+        r.config = trainer::TrainConfig::fromYaml(reader);
+        r.dir = groupDir(s, net.name) + "/" + r.name;
+        runs.push_back(std::move(r));
+      }
+  return runs;
+}
+
+bool selected(const CompareArgs& args, const Arm& a) {
+  return args.only.empty() || std::find(args.only.begin(), args.only.end(), a.name) != args.only.end();
+}
+
+std::string describePlan(const Run& r, int worldSize) {
+  const auto& c = r.config;
+  const std::string plan = r.arm->ddpHook.empty()
+                               ? (c.controller ? "gradzip auto (controller)" : "gradzip " + c.plan.key())
+                               : fmt::format("ddp hook {}{}", r.arm->ddpHook,
+                                             r.arm->ddpHook == "powersgd" ? fmt::format(" rank {}", r.arm->powersgdRank)
+                                                                          : "");
+  const std::string net = c.network ? (c.network->schedule.empty() ? "unshaped" : c.network->schedule.toString()) + " Mbit/s"
+                                    : "host";
+  const std::string budget = c.train.maxSteps > 0 ? fmt::format("{} epochs, max {} steps", c.train.epochs, c.train.maxSteps)
+                                                  : fmt::format("{} epochs", c.train.epochs);
+  return fmt::format("{:<24} {} ranks  seed {:<4} network {:<22} {:<36} {}  -> {}", r.name, worldSize, c.run.seed, net,
+                     plan, budget, r.dir);
+}
+
+// Model parameters from a finished run's effective config (the trainer fills
+// in data-dependent sizes such as in_channels and the BERT vocabulary there).
+int64_t parametersOf(const std::string& runDir, std::map<std::string, int64_t>& cache) {
+  const std::string path = runDir + "/config.yaml";
+  if (!fs::exists(path)) return 0;
+  try {
+    auto root = YamlReader::loadFile(path);
+    const std::string key = YAML::Dump(root.raw("model"));
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    auto m = root.child("model");
+    const auto model = models::makeModel(models::ModelOptions::fromYaml(m));
+    return cache[key] = models::parameterCount(*model);
+  } catch (const std::exception& e) {
+    spdlog::warn("compare: cannot count the parameters of {} ({}); bits per coordinate stays n/a", path, e.what());
+    return 0;
+  }
 }
 
 }  // namespace
 
 int compareCommand(const CompareArgs& args, const std::string& selfExe) {
   const Suite s = loadSuite(args.suite);
-  const std::string suiteDir = s.outDir + "/" + s.name;
-  fs::create_directories(suiteDir);
+  for (const auto& name : args.only) {
+    bool known = false;
+    for (const auto& a : s.arms) known |= a.name == name;
+    if (!known) throw UserError(fmt::format("--only {}: no such arm in {}", name, args.suite));
+  }
+  const std::vector<Run> runs = planRuns(s, args.suite);
 
-  for (const auto& arm : s.arms) {
-    if (!args.only.empty() && std::find(args.only.begin(), args.only.end(), arm.name) == args.only.end()) continue;
-    const std::string armDir = suiteDir + "/" + arm.name;
-    if (fs::exists(armDir + "/done") && !args.rerun) {
-      spdlog::info("arm {}: finished before; skipping (use --rerun to repeat)", arm.name);
+  if (args.dryRun) {
+    std::cout << fmt::format("suite {} ({}): {} arms x {} network(s) x {} repeat(s) = {} runs on {} ranks; targets [{}]\n",
+                             s.name, args.suite, s.arms.size(), std::max<size_t>(1, s.networks.size()), s.repeats,
+                             runs.size(), s.worldSize, fmt::join(s.targets, ", "));
+    for (const auto& r : runs) {
+      if (!selected(args, *r.arm)) continue;
+      const bool done = fs::exists(r.dir + "/done") && !args.rerun;
+      std::cout << "  " << (r.group.empty() ? "" : "[" + r.group + "] ") << describePlan(r, s.worldSize)
+                << (done ? "  (finished; skipped)" : "") << "\n";
+    }
+    std::cout << "dry run: every config parsed; nothing was trained\n";
+    return 0;
+  }
+
+  for (const auto& r : runs) {
+    if (!selected(args, *r.arm)) continue;
+    if (fs::exists(r.dir + "/done") && !args.rerun) {
+      spdlog::info("arm {}: finished before; skipping (use --rerun to repeat)", r.name);
       continue;
     }
-    YAML::Node cfg = YAML::Clone(s.base);
-    cfg["run"]["name"] = arm.name;
-    cfg["run"]["out_dir"] = suiteDir;
-    cfg["compress"] = arm.compress;
-    // Validate now, so a bad arm fails before any training starts.
-    YamlReader reader(cfg, args.suite, "");
-    const auto armConfig = trainer::TrainConfig::fromYaml(reader);
-    fs::create_directories(armDir);
-    const std::string cfgPath = armDir + "/arm.yaml";
+    fs::create_directories(r.dir);
+    const std::string cfgPath = r.dir + "/arm.yaml";
     {
       YAML::Emitter e;
-      e << cfg;
+      e << r.cfg;
       std::ofstream(cfgPath) << "# generated by gradzip compare from " << args.suite << "\n" << e.c_str() << "\n";
     }
-    fs::remove(armDir + "/tta.jsonl");
-    fs::remove(armDir + "/tta.csv");
-    spdlog::info("arm {} ({} ranks): {}", arm.name, s.worldSize, cfgPath);
+    fs::remove(r.dir + "/tta.jsonl");
+    fs::remove(r.dir + "/tta.csv");
+    spdlog::info("arm {}{} ({} ranks, seed {}): {}", r.group.empty() ? "" : r.group + "/", r.name, s.worldSize,
+                 r.config.run.seed, cfgPath);
     trainer::LaunchOptions lo;
     lo.nprocs = s.worldSize;
     lo.command = {selfExe, "train", cfgPath};
-    if (!arm.ddpHook.empty())
+    if (!r.arm->ddpHook.empty())
       lo.command = {trainer::pythonExecutable(), std::string(trainer::sourceDir()) + "/experiments/python/ddp_peer.py",
-                    "--config", cfgPath, "--hook", arm.ddpHook, "--powersgd-rank", std::to_string(arm.powersgdRank),
-                    "--out", armDir};
-    const int rc = trainer::launchOn(lo, armConfig.network);
-    if (rc != 0) throw UserError(fmt::format("arm {} failed (exit status {}); see the log above", arm.name, rc));
-    std::ofstream(armDir + "/done") << "ok\n";
+                    "--config", cfgPath, "--hook", r.arm->ddpHook, "--powersgd-rank",
+                    std::to_string(r.arm->powersgdRank), "--out", r.dir};
+    const int rc = trainer::launchOn(lo, r.config.network);
+    if (rc != 0) throw UserError(fmt::format("arm {} failed (exit status {}); see the log above", r.name, rc));
+    std::ofstream(r.dir + "/done") << "ok\n";
   }
 
-  // Summary over every arm that has a log.
-  std::vector<ArmResult> results;
-  for (const auto& arm : s.arms) results.push_back(summarise(arm.name, suiteDir + "/" + arm.name, s.targets));
-  const ArmResult* fp16 = nullptr;
-  const ArmResult* fp32 = nullptr;
-  for (const auto& r : results) {
-    if (r.name == "fp16") fp16 = &r;
-    if (r.name == "fp32") fp32 = &r;
-  }
-  std::string md = fmt::format("# {}: time to accuracy ({} ranks)\n\n", s.name, s.worldSize);
-  md += "| arm | plan |";
-  for (double t : s.targets) md += fmt::format(" TTA {:.3g} |", t);
-  md += " final metric | utility vs FP16 | vs FP32 | steps | train s | step ms | compute ms | exposed comm ms | "
-        "enc+dec % | MB sent/rank |\n|---|---|";
-  for (size_t i = 0; i < s.targets.size(); ++i) md += "---|";
-  md += "---|---|---|---|---|---|---|---|---|---|\n";
-  nlohmann::json js = nlohmann::json::array();
-  for (const auto& r : results) {
-    if (!r.ok) {
-      md += fmt::format("| {} | (not run) |\n", r.name);
-      continue;
+  // One summary per network group (the suite directory itself without a sweep).
+  std::map<std::string, int64_t> paramCache;
+  std::string allMd;
+  nlohmann::json byNetwork = nlohmann::json::object();
+  std::vector<std::string> groups;
+  for (const auto& r : runs)
+    if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
+  for (const auto& g : groups) {
+    SummaryInput in;
+    in.targets = s.targets;
+    const auto* any = &*std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.group == g; });
+    const std::string net = any->config.network
+                                ? "network " + (any->config.network->schedule.empty() ? std::string("unshaped")
+                                                                                      : any->config.network->schedule.toString()) +
+                                      " Mbit/s"
+                                : "host network";
+    in.title = fmt::format("{}{} ({} ranks, {})", s.name, g.empty() ? "" : " / " + g, s.worldSize, net);
+    int64_t params = 0;
+    for (const auto& r : runs)
+      if (r.group == g && !params) params = parametersOf(r.dir, paramCache);
+    for (const auto& arm : s.arms) {
+      ArmStats a{arm.name, {}, params};
+      for (const auto& r : runs)
+        if (r.group == g && r.arm == &arm) a.runs.push_back(readRun(r.dir, s.targets));
+      in.arms.push_back(std::move(a));
     }
-    md += fmt::format("| {} | `{}` |", r.name, r.plan);
-    for (const auto& t : r.timeToTarget) md += " " + fmtTime(t) + " |";
-    md += fmt::format(" {:.4f} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f}% | {:.1f} |\n", r.finalMetric,
-                      fp16 ? speedup(r, *fp16) : "n/a", fp32 ? speedup(r, *fp32) : "n/a", r.steps, r.trainSeconds,
-                      r.stepTime * 1e3, r.compute * 1e3, r.exposed * 1e3,
-                      r.stepTime > 0 ? 100.0 * r.encodeDecode / r.stepTime : 0.0, r.bytes / 1e6);
-    nlohmann::json tt = nlohmann::json::array();
-    for (const auto& t : r.timeToTarget) tt.push_back(t ? nlohmann::json(*t) : nlohmann::json(nullptr));
-    js.push_back({{"arm", r.name}, {"plan", r.plan}, {"time_to_target", tt}, {"targets", s.targets},
-                  {"final_metric", r.finalMetric}, {"train_seconds", r.trainSeconds}, {"steps", r.steps},
-                  {"step_seconds", r.stepTime}, {"compute_seconds", r.compute}, {"exposed_seconds", r.exposed},
-                  {"encode_decode_seconds", r.encodeDecode}, {"bytes", r.bytes}});
+    const std::string dir = groupDir(s, g);
+    fs::create_directories(dir);
+    const std::string md = summaryMarkdown(in);
+    const nlohmann::json js = summaryJson(in);
+    std::ofstream(dir + "/summary.md") << md;
+    std::ofstream(dir + "/summary.json") << js.dump(2) << "\n";
+    allMd += (allMd.empty() ? "" : "\n") + md;
+    byNetwork[g] = js;
   }
-  md += "\nTTA = training wall-clock seconds (evaluation excluded) until the test metric first reaches the "
-        "target; \"never\" = not reached within the budget. Utility = TTA(FP16) / TTA(arm) at the highest target "
-        "both reached.\n";
-  std::ofstream(suiteDir + "/summary.md") << md;
-  std::ofstream(suiteDir + "/summary.json") << js.dump(2) << "\n";
-  std::cout << "\n" << md << "\nwritten: " << suiteDir << "/summary.md\n";
+  if (!s.networks.empty()) {
+    std::ofstream(groupDir(s, "") + "/summary.md") << allMd;
+    std::ofstream(groupDir(s, "") + "/summary.json")
+        << nlohmann::json{{"targets", s.targets}, {"networks", byNetwork}}.dump(2) << "\n";
+  }
+  std::cout << "\n" << allMd << "\nwritten: " << groupDir(s, "") << "/summary.md\n";
   return 0;
 }
 

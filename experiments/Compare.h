@@ -2,15 +2,22 @@
 // training setup one after another on N local ranks, with FP16 and FP32
 // baselines always included, then writes and prints a time-to-accuracy summary
 // (end-to-end-utility paper: TTA is the metric, utility = speedup over FP16,
-// FP32 always shown, targets never reached are reported). A rerun skips arms
-// that already finished.
+// FP32 always shown, targets never reached are reported; experiments/
+// CompareSummary.h has the columns). A rerun skips runs that already finished.
 //
 // Suite file:
-//   suite: {name: quickstart, world_size: 2, targets: [0.7, 0.8], out_dir: runs}
+//   suite: {name: quickstart, world_size: 2, targets: [0.7, 0.8], out_dir: runs,
+//           repeats: 2,                     # each arm twice, seeds run.seed + 0, + 1
+//           networks: [{name: 10M, mbit: 10}, {name: host}]}  # optional sweep
 //   base:  {a train config without `compress`: run, model, data, optim, ...}
 //   arms:  [{name: fp16, compress: {name: fp16}}, {name: thc4, compress: {...}},
 //           {name: ddp_fp16, ddp: {hook: fp16}},               # PyTorch DDP peer arms:
 //           {name: ddp_psgd4, ddp: {hook: powersgd, powersgd_rank: 4}}]  # none | fp16 | powersgd
+// `networks` runs every arm on each network (a `network:` block plus a name;
+// only a name = the host network, no emulation) into out_dir/name/<network>/,
+// each with its own summary and FP16 baseline; the base must then have no
+// `network`. Run directories: <group>/<arm> for the first repeat,
+// <group>/<arm>.r<k> for repeat k >= 1.
 #pragma once
 
 #include <string>
@@ -22,7 +29,12 @@ struct CompareArgs {
   std::string suite;
   std::vector<std::string> only;  // run only these arms (by name)
   bool rerun = false;             // rerun finished arms too
+  // Parse the suite and every run's effective config, print the plan (one line
+  // per run: network, arm, repeat, seed, plan, budget, state) and train nothing.
+  bool dryRun = false;
 };
+// Returns 0, or throws UserError/ConfigError naming the suite file, line and
+// key for a bad suite, and UserError naming the arm for a failed run.
 int compareCommand(const CompareArgs& args, const std::string& selfExe);
 
 }  // namespace gradzip::experiments

@@ -1,10 +1,17 @@
 // Tests `gradzip compare` as a user runs it (through the CLI): the FP32 and
 // FP16 baselines are added to a suite, a PyTorch DDP peer arm runs beside the
-// gradzip arms and lands in the same summary, a rerun skips finished arms, and
-// malformed suites are errors naming the key.
+// gradzip arms and lands in the same summary (with bits per coordinate, shares
+// and the comm-free bound), repeats run with consecutive seeds and report their
+// spread, a rerun skips finished arms, and malformed suites are errors naming
+// the key. The dry run (called directly: experiments/Compare.h) parses every
+// run's config, trains nothing, and accepts every suite in experiments/suites/.
+#include "experiments/Compare.h"
 #include "tests/testing/ThreadGroup.h"
+#include "trainer/BuildInfo.h"
+#include "util/Error.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +44,12 @@ std::string readFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+nlohmann::json armJson(const nlohmann::json& summary, const std::string& arm) {
+  for (const auto& a : summary)
+    if (a["arm"] == arm) return a;
+  return nullptr;
 }
 
 std::string binary() {
@@ -79,6 +92,33 @@ TEST_F(CompareTest, BaselinesAndADdpPeerArmShareOneSummary) {
   EXPECT_NE(md.find("| fp16 | `fp16@engine` |"), std::string::npos) << md;
   EXPECT_NE(md.find("| ddp_fp16 | `ddp-fp16` |"), std::string::npos) << md;
 
+  // The extra columns, and their closed-form values: FP32 sends 4 bytes and
+  // FP16 2 bytes per parameter per step through the engine all-reduce, and the
+  // DDP fp16 hook the same as FP16.
+  for (const char* col : {"| never reached |", "| comm-free s |", "| TTA / comm-free |", "| exposed comm % |",
+                          "| enc+dec % |", "| bits/coord |", "| vNMSE¹ |", "¹ vNMSE is not in the TTA rows"})
+    EXPECT_NE(md.find(col), std::string::npos) << col << "\n" << md;
+  const auto js = nlohmann::json::parse(readFile(dir.path() + "/s/summary.json"));
+  const auto fp32 = armJson(js, "fp32"), fp16 = armJson(js, "fp16"), ddp = armJson(js, "ddp_fp16");
+  ASSERT_FALSE(fp32.is_null() || fp16.is_null() || ddp.is_null()) << js.dump(2);
+  EXPECT_GT(fp32["parameters"].get<int64_t>(), 100000) << fp32.dump(2);  // the MLP on 28x28 inputs
+  EXPECT_NEAR(fp32["bits_per_coordinate"].get<double>(), 32.0, 0.5) << fp32.dump(2);
+  EXPECT_NEAR(fp16["bits_per_coordinate"].get<double>(), 16.0, 0.25) << fp16.dump(2);
+  EXPECT_NEAR(ddp["bits_per_coordinate"].get<double>(), 16.0, 0.25) << ddp.dump(2);
+  for (const auto& a : {fp32, fp16}) {
+    EXPECT_GT(a["comm_free_seconds"].get<double>(), 0.0) << a.dump(2);
+    EXPECT_LE(a["comm_free_seconds"].get<double>(), a["train_seconds"].get<double>()) << a.dump(2);
+    EXPECT_GE(a["exposed_share"].get<double>(), 0.0) << a.dump(2);
+    EXPECT_LE(a["exposed_share"].get<double>() + a["encode_decode_share"].get<double>(), 1.0) << a.dump(2);
+    EXPECT_TRUE(a["vnmse"].is_null());
+  }
+  EXPECT_TRUE(ddp["comm_free_seconds"].is_null()) << ddp.dump(2);  // DDP does not split communication out
+  EXPECT_TRUE(ddp["exposed_share"].is_null()) << ddp.dump(2);
+  // Utility of FP16 over itself is 1 wherever a target was reached; a target
+  // nobody reached is listed as never reached.
+  if (!fp16["utility_vs_fp16"].is_null()) EXPECT_DOUBLE_EQ(fp16["utility_vs_fp16"].get<double>(), 1.0);
+  EXPECT_EQ(fp16["never_reached"].size(), fp16["reached"][0].get<int>() == 1 ? 0u : 1u) << fp16.dump(2);
+
   // A rerun trains nothing and writes the same table.
   o = sh(binary() + " compare " + s);
   ASSERT_EQ(o.status, 0) << o.text;
@@ -94,4 +134,127 @@ TEST_F(CompareTest, MalformedArmsNameTheKey) {
   o = sh(binary() + " compare " + suite("  - {name: x, ddp: {hook: fp8}}\n"));
   EXPECT_EQ(o.status, 2) << o.text;
   EXPECT_NE(o.text.find("arms[0].ddp.hook"), std::string::npos) << o.text;
+}
+
+TEST_F(CompareTest, RepeatsRunWithConsecutiveSeedsAndReportTheSpread) {
+  std::string path = suite("  - {name: fp16, compress: {name: fp16}}\n");
+  {
+    std::string text = readFile(path);
+    text.replace(text.find("suite: {name: s,"), 16, "suite: {name: s, repeats: 2,");
+    std::ofstream(path) << text;
+  }
+  auto o = sh(binary() + " compare " + path + " --only fp16");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(readFile(dir.path() + "/s/fp16/arm.yaml").find("seed: 2"), std::string::npos);
+  EXPECT_NE(readFile(dir.path() + "/s/fp16.r1/arm.yaml").find("seed: 3"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir.path() + "/s/fp16.r1/done"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/s/fp32"));  // --only
+  const auto js = nlohmann::json::parse(readFile(dir.path() + "/s/summary.json"));
+  const auto fp16 = armJson(js, "fp16");
+  ASSERT_FALSE(fp16.is_null()) << js.dump(2);
+  EXPECT_EQ(fp16["repeats"], 2);
+  EXPECT_EQ(fp16["runs_ok"], 2);
+  ASSERT_EQ(fp16["runs"].size(), 2u);
+  const auto& lo = fp16["time_to_target_min"][0];
+  const auto& hi = fp16["time_to_target_max"][0];
+  const auto& mean = fp16["time_to_target"][0];
+  if (!mean.is_null()) {
+    EXPECT_LE(lo.get<double>(), mean.get<double>());
+    EXPECT_LE(mean.get<double>(), hi.get<double>());
+  }
+  const double m0 = fp16["runs"][0]["final_metric"], m1 = fp16["runs"][1]["final_metric"];
+  EXPECT_DOUBLE_EQ(fp16["final_metric"].get<double>(), (m0 + m1) / 2);
+  EXPECT_DOUBLE_EQ(fp16["final_metric_min"].get<double>(), std::min(m0, m1));
+  const std::string md = readFile(dir.path() + "/s/summary.md");
+  EXPECT_NE(md.find("| fp16 | `fp16@engine` | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fp32 | (not run) |"), std::string::npos) << md;
+}
+
+namespace {
+
+// Runs a dry run in this process and returns what it printed.
+std::string dryRun(const std::string& suitePath, const std::vector<std::string>& only = {}) {
+  gradzip::experiments::CompareArgs args;
+  args.suite = suitePath;
+  args.only = only;
+  args.dryRun = true;
+  ::testing::internal::CaptureStdout();
+  try {
+    gradzip::experiments::compareCommand(args, "/nonexistent/gradzip");
+  } catch (...) {
+    ::testing::internal::GetCapturedStdout();
+    throw;
+  }
+  return ::testing::internal::GetCapturedStdout();
+}
+
+}  // namespace
+
+TEST(CompareDryRun, PrintsEveryRunAndTrainsNothing) {
+  gradzip::testing::TempDir dir;
+  const std::string path = dir.path() + "/sweep.yaml";
+  std::ofstream(path) << "suite:\n  name: sw\n  world_size: 2\n  repeats: 2\n  out_dir: " << dir.path()
+                      << "\n  networks: [{name: 10M, mbit: 10}, {name: c1, schedule: [{epoch: 0, mbit: 50}, "
+                         "{epoch: 1, mbit: 5}]}, {name: host}]\n"
+                      << "base:\n  run: {seed: 7}\n  model: {name: mlp}\n  data: {dataset: fashion_mnist}\n"
+                      << "  train: {max_steps: 10}\n"
+                      << "arms:\n  - {name: ddp_psgd, ddp: {hook: powersgd, powersgd_rank: 2}}\n";
+  const std::string out = dryRun(path);
+  EXPECT_NE(out.find("3 arms x 3 network(s) x 2 repeat(s) = 18 runs on 2 ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("[10M] fp32 "), std::string::npos) << out;
+  EXPECT_NE(out.find("[c1] fp16.r1 "), std::string::npos) << out;
+  EXPECT_NE(out.find("0e:50,1e:5 Mbit/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("[host] ddp_psgd.r1 "), std::string::npos) << out;
+  EXPECT_NE(out.find("seed 8"), std::string::npos) << out;  // repeat 1 = seed + 1
+  EXPECT_NE(out.find("ddp hook powersgd rank 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("gradzip fp16@engine"), std::string::npos) << out;
+  EXPECT_NE(out.find(dir.path() + "/sw/10M/fp32.r1"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir.path() + "/sw")) << "a dry run must not create run directories";
+
+  // --only restricts the plan to that arm.
+  const std::string only = dryRun(path, {"ddp_psgd"});
+  EXPECT_EQ(only.find("fp32"), std::string::npos) << only;
+  EXPECT_THROW(dryRun(path, {"nope"}), gradzip::UserError);
+}
+
+TEST(CompareDryRun, BadArmsAndNetworksFailBeforeAnyTraining) {
+  gradzip::testing::TempDir dir;
+  auto write = [&](const std::string& suiteExtra, const std::string& baseExtra, const std::string& arms) {
+    const std::string path = dir.path() + "/bad.yaml";
+    std::ofstream(path) << "suite: {name: b, out_dir: " << dir.path() << suiteExtra << "}\n"
+                        << "base:\n  model: {name: mlp}\n  data: {dataset: fashion_mnist}\n" << baseExtra
+                        << "arms:\n" << arms;
+    return path;
+  };
+  auto expectError = [&](const std::string& path, const std::string& what) {
+    try {
+      dryRun(path);
+      ADD_FAILURE() << "expected an error containing " << what;
+    } catch (const gradzip::UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expectError(write("", "", "  - {name: x, compress: {name: topkk}}\n"), "compress.name");
+  expectError(write(", networks: [{name: a, mbit: 10}]", "  network: {mbit: 20}\n", "  - {name: x, compress: {name: fp16}}\n"),
+              "must not set `network` when suite.networks");
+  expectError(write("", "", "  - {name: a/b, compress: {name: fp16}}\n"), "arms[0].name");
+  expectError(write(", repeats: 0", "", "  - {name: x, compress: {name: fp16}}\n"), "suite.repeats");
+  expectError(write(", networks: [{name: a, mbit: 10}, {name: a, mbit: 5}]", "", "  - {name: x, compress: {name: fp16}}\n"),
+              "duplicate network name 'a'");
+  EXPECT_FALSE(fs::exists(dir.path() + "/b"));
+}
+
+TEST(CompareDryRun, EverySuiteInTheRepositoryParses) {
+  const fs::path suites = fs::path(gradzip::trainer::sourceDir()) / "experiments" / "suites";
+  if (!fs::exists(suites)) GTEST_SKIP() << suites << " does not exist";
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(suites)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++n;
+    std::string out;
+    EXPECT_NO_THROW(out = dryRun(entry.path().string())) << entry.path();
+    EXPECT_NE(out.find("dry run: every config parsed"), std::string::npos) << entry.path() << "\n" << out;
+  }
+  EXPECT_GE(n, 13) << "suites under " << suites;
+  EXPECT_NO_THROW(dryRun(std::string(gradzip::trainer::sourceDir()) + "/configs/quickstart.yaml"));
 }

@@ -1,0 +1,297 @@
+// Implements experiments/CompareSummary.h: reading TTA logs, aggregating
+// repeats (mean and min–max), and rendering summary.md / summary.json.
+#include "experiments/CompareSummary.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+namespace gradzip::experiments {
+namespace {
+
+// Mean and range of the values that exist, out of n runs.
+struct Spread {
+  int reached = 0, n = 0;
+  double mean = NAN, min = NAN, max = NAN;
+  bool all() const { return n > 0 && reached == n; }
+};
+
+Spread spreadOf(const std::vector<std::optional<double>>& v) {
+  Spread s;
+  s.n = static_cast<int>(v.size());
+  double sum = 0;
+  for (const auto& x : v) {
+    if (!x) continue;
+    s.min = s.reached ? std::min(s.min, *x) : *x;
+    s.max = s.reached ? std::max(s.max, *x) : *x;
+    sum += *x;
+    ++s.reached;
+  }
+  if (s.reached) s.mean = sum / s.reached;
+  return s;
+}
+
+std::vector<const RunStats*> okRuns(const ArmStats& a) {
+  std::vector<const RunStats*> out;
+  for (const auto& r : a.runs)
+    if (r.ok) out.push_back(&r);
+  return out;
+}
+
+template <class F>
+Spread over(const ArmStats& a, F f) {
+  std::vector<std::optional<double>> v;
+  for (const auto* r : okRuns(a)) v.push_back(f(*r));
+  return spreadOf(v);
+}
+
+double meanOf(const ArmStats& a, double (*f)(const RunStats&)) {
+  const auto s = over(a, [f](const RunStats& r) { return std::optional<double>(f(r)); });
+  return s.mean;
+}
+
+Spread ttaSpread(const ArmStats& a, size_t i) { return over(a, [i](const RunStats& r) { return r.timeToTarget[i]; }); }
+Spread commFreeSpread(const ArmStats& a, size_t i) {
+  return over(a, [i](const RunStats& r) { return r.commFreeToTarget[i]; });
+}
+
+// Speedup TTA(base) / TTA(arm), means over repeats, at the highest target
+// every repeat of both reached.
+std::optional<double> speedup(const ArmStats& arm, const ArmStats* base, size_t targets) {
+  if (!base) return std::nullopt;
+  for (size_t i = targets; i-- > 0;) {
+    const Spread a = ttaSpread(arm, i), b = ttaSpread(*base, i);
+    if (a.all() && b.all() && a.mean > 0) return b.mean / a.mean;
+  }
+  return std::nullopt;
+}
+
+// TTA / comm-free TTA at the highest target every repeat reached, with that
+// target; unknown for DDP peers.
+std::optional<std::pair<double, double>> commFreeRatio(const ArmStats& a, const std::vector<double>& targets) {
+  const auto runs = okRuns(a);
+  if (runs.empty() || runs.front()->ddp) return std::nullopt;
+  for (size_t i = targets.size(); i-- > 0;) {
+    const Spread t = ttaSpread(a, i), c = commFreeSpread(a, i);
+    if (t.all() && c.all() && c.mean > 0) return std::make_pair(t.mean / c.mean, targets[i]);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> bitsPerCoordinate(const RunStats& r, int64_t parameters) {
+  if (parameters <= 0 || r.steps <= 0) return std::nullopt;
+  return 8.0 * static_cast<double>(r.bytes) / (static_cast<double>(parameters) * static_cast<double>(r.steps));
+}
+
+std::string cell(const Spread& s, const char* unit, int decimals) {
+  if (s.reached == 0) return "never";
+  std::string out = fmt::format("{:.{}f}{}", s.mean, decimals, unit);
+  if (s.n > 1) out += fmt::format(" [{:.{}f}–{:.{}f}]", s.min, decimals, s.max, decimals);
+  if (s.reached < s.n) out += fmt::format(" ({}/{})", s.reached, s.n);
+  return out;
+}
+
+std::string ratioCell(const std::optional<double>& x) { return x ? fmt::format("{:.2f}x", *x) : "n/a"; }
+
+nlohmann::json opt(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
+nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+const ArmStats* find(const SummaryInput& in, const char* name) {
+  for (const auto& a : in.arms)
+    if (a.name == name && !okRuns(a).empty()) return &a;
+  return nullptr;
+}
+
+std::vector<double> neverReached(const ArmStats& a, const std::vector<double>& targets) {
+  std::vector<double> out;
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (!ttaSpread(a, i).all()) out.push_back(targets[i]);
+  return out;
+}
+
+}  // namespace
+
+RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
+  RunStats r;
+  r.timeToTarget.assign(targets.size(), std::nullopt);
+  r.commFreeToTarget.assign(targets.size(), std::nullopt);
+  std::ifstream in(dir + "/tta.jsonl");
+  std::string line;
+  int64_t prevStep = 0, counted = 0;
+  double commCost = 0;  // seconds of communication cost in the steps so far
+  double sum[7] = {0, 0, 0, 0, 0, 0, 0};
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("breakdown")) continue;
+    const auto& m = j["metrics"];
+    const double metric = m.contains("accuracy")       ? m["accuracy"].get<double>()
+                          : m.contains("mlm_accuracy") ? m["mlm_accuracy"].get<double>()
+                                                       : NAN;
+    const double t = j["train_seconds"].get<double>();
+    const int64_t step = j["step"].get<int64_t>();
+    const int64_t n = std::max<int64_t>(0, step - prevStep);  // steps this row's breakdown covers
+    prevStep = step;
+    const auto& b = j["breakdown"];
+    const double v[7] = {b.value("step", 0.0),   b.value("compute", 0.0),   b.value("exposed", 0.0),
+                         b.value("encode", 0.0), b.value("decode", 0.0),    b.value("data_wait", 0.0),
+                         b.value("optimizer", 0.0)};
+    for (int k = 0; k < 7; ++k) sum[k] += v[k] * static_cast<double>(n);
+    counted += n;
+    // Encode/decode count in full even where the comm thread overlapped them
+    // with backward: on this 2-core machine that thread takes a core from
+    // compute, and the bound is meant to be optimistic (a lower bound on time).
+    commCost += std::min(v[0], v[2] + v[3] + v[4]) * static_cast<double>(n);
+    for (size_t i = 0; i < targets.size(); ++i)
+      if (!r.timeToTarget[i] && metric >= targets[i]) {
+        r.timeToTarget[i] = t;
+        r.commFreeToTarget[i] = std::max(0.0, t - commCost);
+      }
+    r.finalMetric = metric;
+    r.trainSeconds = t;
+    r.commFreeSeconds = std::max(0.0, t - commCost);
+    r.steps = step;
+    r.bytes = j.value("bytes", int64_t{0});
+    r.plan = j.value("plan", std::string());
+    r.ok = true;
+  }
+  if (counted > 0) {
+    double* out[7] = {&r.step, &r.compute, &r.exposed, &r.encode, &r.decode, &r.dataWait, &r.optimizer};
+    for (int k = 0; k < 7; ++k) *out[k] = sum[k] / static_cast<double>(counted);
+  }
+  r.ddp = r.plan.rfind("ddp-", 0) == 0;
+  return r;
+}
+
+std::string summaryMarkdown(const SummaryInput& in) {
+  const ArmStats* fp16 = find(in, "fp16");
+  const ArmStats* fp32 = find(in, "fp32");
+  const size_t nt = in.targets.size();
+  std::string md = fmt::format("# {}: time to accuracy\n\n| arm | plan | runs |", in.title);
+  for (double t : in.targets) md += fmt::format(" TTA {:.3g} |", t);
+  md += " final metric | utility vs FP16 | vs FP32 | never reached | train s | comm-free s | TTA / comm-free | "
+        "steps | step ms | compute ms | exposed comm % | enc+dec % | bits/coord | vNMSE¹ | MB sent/rank |\n|";
+  for (size_t i = 0; i < 18 + nt; ++i) md += "---|";
+  md += "\n";
+  for (const auto& a : in.arms) {
+    const auto runs = okRuns(a);
+    if (runs.empty()) {
+      md += fmt::format("| {} | (not run) |\n", a.name);
+      continue;
+    }
+    const bool ddp = runs.front()->ddp;
+    md += fmt::format("| {} | `{}` | {} |", a.name, runs.front()->plan,
+                      runs.size() == a.runs.size() ? std::to_string(runs.size())
+                                                   : fmt::format("{}/{}", runs.size(), a.runs.size()));
+    for (size_t i = 0; i < nt; ++i) md += " " + cell(ttaSpread(a, i), " s", 1) + " |";
+    const auto never = neverReached(a, in.targets);
+    std::string neverText;
+    for (double t : never) neverText += fmt::format("{}{:.3g}", neverText.empty() ? "" : ", ", t);
+    const auto ratio = commFreeRatio(a, in.targets);
+    const auto bits = over(a, [&](const RunStats& r) { return bitsPerCoordinate(r, a.parameters); });
+    const double step = meanOf(a, [](const RunStats& r) { return r.step; });
+    const double exposed = meanOf(a, [](const RunStats& r) { return r.exposed; });
+    const double encDec = meanOf(a, [](const RunStats& r) { return r.encode + r.decode; });
+    auto share = [&](double x) { return ddp || !(step > 0) ? std::string("n/a²") : fmt::format("{:.1f}%", 100 * x / step); };
+    md += fmt::format(
+        " {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {} | {} | {} | n/a | {:.1f} |\n",
+        cell(over(a, [](const RunStats& r) { return std::optional<double>(r.finalMetric); }), "", 4),
+        ratioCell(speedup(a, fp16, nt)), ratioCell(speedup(a, fp32, nt)), never.empty() ? "none" : neverText,
+        cell(over(a, [](const RunStats& r) { return std::optional<double>(r.trainSeconds); }), "", 1),
+        ddp ? "n/a²" : cell(over(a, [](const RunStats& r) { return std::optional<double>(r.commFreeSeconds); }), "", 1),
+        ratio ? fmt::format("{:.2f} (@{:.3g})", ratio->first, ratio->second) : (ddp ? "n/a²" : "n/a"),
+        meanOf(a, [](const RunStats& r) { return static_cast<double>(r.steps); }), step * 1e3,
+        meanOf(a, [](const RunStats& r) { return r.compute; }) * 1e3, share(exposed), share(encDec),
+        bits.reached ? cell(bits, "", 2) : "n/a", meanOf(a, [](const RunStats& r) { return r.bytes / 1e6; }));
+  }
+  md += "\nTTA = training wall-clock seconds (evaluation excluded) until the test metric first reaches the target; "
+        "\"never\" = not reached within the budget. With repeats, cells show the mean over the runs that reached "
+        "it, [min–max], and (reached/runs) when some did not. Utility = TTA(FP16) / TTA(arm) (means) at the highest "
+        "target every run of both reached; \"vs FP32\" likewise. Comm-free s = training seconds minus, per step, "
+        "exposed communication + encode + decode (an optimistic bound: encode/decode count in full even where "
+        "overlapped with backward); TTA / comm-free is the ratio of the two times to the highest target every run "
+        "reached. Shares are of the mean step time. bits/coord = 8 x bytes this rank sent / (parameters x steps), "
+        "on the wire (a ring all-reduce sends about 2(n-1)/n x the payload).\n\n"
+        "¹ vNMSE is not in the TTA rows (trainer/TtaLog.h has no such field), so it is not reported per run; "
+        "`gradzip bench compressors` measures it per compressor on synthetic gradients.\n"
+        "² PyTorch DDP does not split communication out of its backward pass, so its exposed communication, "
+        "encode/decode and comm-free time are unknown (not zero).\n";
+  return md;
+}
+
+nlohmann::json summaryJson(const SummaryInput& in) {
+  const ArmStats* fp16 = find(in, "fp16");
+  const ArmStats* fp32 = find(in, "fp32");
+  const size_t nt = in.targets.size();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : in.arms) {
+    const auto runs = okRuns(a);
+    nlohmann::json j = {{"arm", a.name}, {"targets", in.targets}, {"repeats", a.runs.size()},
+                        {"runs_ok", runs.size()}, {"parameters", a.parameters}};
+    if (runs.empty()) {
+      out.push_back(j);
+      continue;
+    }
+    const bool ddp = runs.front()->ddp;
+    nlohmann::json tt = nlohmann::json::array(), lo = tt, hi = tt, reached = tt, cf = tt;
+    for (size_t i = 0; i < nt; ++i) {
+      const Spread s = ttaSpread(a, i), c = commFreeSpread(a, i);
+      tt.push_back(num(s.mean));
+      lo.push_back(num(s.min));
+      hi.push_back(num(s.max));
+      reached.push_back(s.reached);
+      cf.push_back(ddp ? nlohmann::json(nullptr) : num(c.mean));
+    }
+    const auto fm = over(a, [](const RunStats& r) { return std::optional<double>(r.finalMetric); });
+    const auto ratio = commFreeRatio(a, in.targets);
+    const auto bits = over(a, [&](const RunStats& r) { return bitsPerCoordinate(r, a.parameters); });
+    const double step = meanOf(a, [](const RunStats& r) { return r.step; });
+    const double exposed = meanOf(a, [](const RunStats& r) { return r.exposed; });
+    const double enc = meanOf(a, [](const RunStats& r) { return r.encode; });
+    const double dec = meanOf(a, [](const RunStats& r) { return r.decode; });
+    auto unknownIfDdp = [&](double x) { return ddp ? nlohmann::json(nullptr) : num(x); };
+    nlohmann::json perRun = nlohmann::json::array();
+    for (size_t k = 0; k < a.runs.size(); ++k) {
+      const auto& r = a.runs[k];
+      nlohmann::json rt = nlohmann::json::array();
+      for (const auto& t : r.timeToTarget) rt.push_back(opt(t));
+      perRun.push_back({{"repeat", k}, {"ok", r.ok}, {"time_to_target", rt}, {"final_metric", num(r.finalMetric)},
+                        {"train_seconds", r.trainSeconds}, {"steps", r.steps}});
+    }
+    j.update({{"plan", runs.front()->plan},
+              {"time_to_target", tt},
+              {"time_to_target_min", lo},
+              {"time_to_target_max", hi},
+              {"reached", reached},
+              {"never_reached", neverReached(a, in.targets)},
+              {"comm_free_time_to_target", cf},
+              {"final_metric", num(fm.mean)},
+              {"final_metric_min", num(fm.min)},
+              {"final_metric_max", num(fm.max)},
+              {"utility_vs_fp16", opt(speedup(a, fp16, nt))},
+              {"speedup_vs_fp32", opt(speedup(a, fp32, nt))},
+              {"train_seconds", num(meanOf(a, [](const RunStats& r) { return r.trainSeconds; }))},
+              {"comm_free_seconds", unknownIfDdp(meanOf(a, [](const RunStats& r) { return r.commFreeSeconds; }))},
+              {"tta_over_comm_free", ratio ? nlohmann::json(ratio->first) : nlohmann::json(nullptr)},
+              {"tta_over_comm_free_target", ratio ? nlohmann::json(ratio->second) : nlohmann::json(nullptr)},
+              {"steps", num(meanOf(a, [](const RunStats& r) { return static_cast<double>(r.steps); }))},
+              {"step_seconds", num(step)},
+              {"compute_seconds", num(meanOf(a, [](const RunStats& r) { return r.compute; }))},
+              {"exposed_seconds", unknownIfDdp(exposed)},
+              {"encode_seconds", unknownIfDdp(enc)},
+              {"decode_seconds", unknownIfDdp(dec)},
+              {"encode_decode_seconds", unknownIfDdp(enc + dec)},
+              {"exposed_share", step > 0 ? unknownIfDdp(exposed / step) : nlohmann::json(nullptr)},
+              {"encode_decode_share", step > 0 ? unknownIfDdp((enc + dec) / step) : nlohmann::json(nullptr)},
+              {"bits_per_coordinate", bits.reached ? num(bits.mean) : nlohmann::json(nullptr)},
+              {"vnmse", nullptr},
+              {"bytes", num(meanOf(a, [](const RunStats& r) { return static_cast<double>(r.bytes); }))},
+              {"runs", perRun}});
+    out.push_back(j);
+  }
+  return out;
+}
+
+}  // namespace gradzip::experiments
