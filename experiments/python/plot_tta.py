@@ -1,21 +1,26 @@
 """Plots a `gradzip compare` suite: one arm per subdirectory of SUITE_DIR, each
-with a tta.jsonl (rows of trainer/TtaLog.cpp, or of ddp_peer.py).
+with a tta.jsonl (rows of trainer/TtaLog.cpp, or of ddp_peer.py). Repeats of an
+arm (`ARM.r1`, `ARM.r2`, ... next to `ARM`, from `suite.repeats`) are drawn in
+the arm's colour. A suite with `suite.networks` has one group directory per
+network (SUITE_DIR/NET/ARM/tta.jsonl); each group gets its own plots.
 
     python plot_tta.py SUITE_DIR [--metric accuracy] [--window 3]
 
-Writes into SUITE_DIR:
+Writes into SUITE_DIR (or each group directory):
   tta.png             metric vs training seconds (evaluation excluded), one line
-                      per arm: a trailing rolling mean over --window evaluations,
-                      raw evaluations as faint dots; targets from
-                      SUITE_DIR/summary.json (if present) as dashed lines
+                      per arm and repeat: a trailing rolling mean over --window
+                      evaluations, raw evaluations as faint dots; targets from
+                      summary.json (if present) as dashed lines
   metric_vs_step.png  the same against the optimizer step
-  breakdown.png       stacked bars per arm of the mean step time: compute,
-                      exposed communication, encode+decode, data wait,
-                      optimizer, rest (step time minus those; clipped at 0)
+  breakdown.png       stacked bars per arm of the mean step time (averaged over
+                      repeats): compute, exposed communication, encode+decode,
+                      data wait, optimizer, rest (step time minus those;
+                      clipped at 0)
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 import matplotlib
@@ -25,8 +30,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def read_arms(suite):
-    arms = {}
+REPEAT = re.compile(r"^(.*)\.r(\d+)$")
+
+
+def read_runs(suite):
+    """{run directory name: rows} for every SUITE/*/tta.jsonl with rows."""
+    runs = {}
     for name in sorted(os.listdir(suite)):
         path = os.path.join(suite, name, "tta.jsonl")
         if not os.path.isfile(path):
@@ -34,7 +43,23 @@ def read_arms(suite):
         with open(path) as f:
             rows = [json.loads(line) for line in f if line.strip()]
         if rows:
-            arms[name] = rows
+            runs[name] = rows
+    return runs
+
+
+def read_arms(suite):
+    """{arm: [rows of repeat 0, rows of repeat 1, ...]}; `ARM.rK` joins ARM."""
+    runs = read_runs(suite)
+    arms = {}
+    for name in runs:
+        m = REPEAT.match(name)
+        if m and m.group(1) in runs:
+            continue
+        arms[name] = [runs[name]]
+    for name in runs:
+        m = REPEAT.match(name)
+        if m and m.group(1) in arms:
+            arms[m.group(1)].append(runs[name])
     return arms
 
 
@@ -56,7 +81,7 @@ def pick_metric(arms, wanted):
     if wanted:
         return wanted
     for m in ("accuracy", "mlm_accuracy"):
-        if any(m in r["metrics"] for rows in arms.values() for r in rows):
+        if any(m in r["metrics"] for reps in arms.values() for rows in reps for r in rows):
             return m
     raise SystemExit("plot_tta: no accuracy or mlm_accuracy in any row; pass --metric")
 
@@ -71,15 +96,18 @@ def rolling(y, window):
 
 def plot_curves(arms, metric, targets, window, xkey, xlabel, out):
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (name, rows) in enumerate(arms.items()):
-        rows = [r for r in rows if metric in r["metrics"]]
-        if not rows:
-            continue
-        x = [r[xkey] for r in rows]
-        y = [r["metrics"][metric] for r in rows]
+    for i, (name, reps) in enumerate(arms.items()):
         color = f"C{i % 10}"
-        ax.plot(x, y, ".", color=color, alpha=0.3)
-        ax.plot(x, rolling(y, window), "-", color=color, label=f"{name} ({rows[-1].get('plan', '')})")
+        for k, rows in enumerate(reps):
+            rows = [r for r in rows if metric in r["metrics"]]
+            if not rows:
+                continue
+            x = [r[xkey] for r in rows]
+            y = [r["metrics"][metric] for r in rows]
+            ax.plot(x, y, ".", color=color, alpha=0.3)
+            label = f"{name} ({rows[-1].get('plan', '')})" + (f", {len(reps)} runs" if len(reps) > 1 else "")
+            ax.plot(x, rolling(y, window), "-" if k == 0 else "--", color=color, linewidth=1.5 if k == 0 else 1.0,
+                    label=label if k == 0 else None)
     for t in targets:
         ax.axhline(t, color="grey", linestyle="--", linewidth=0.8)
         ax.annotate(f"target {t:g}", (ax.get_xlim()[0], t), fontsize=7, color="grey", va="bottom")
@@ -110,17 +138,23 @@ def plot_breakdown(arms, out):
              ("encode+decode", lambda b: b["encode"] + b["decode"]), ("data wait", lambda b: b["data_wait"]),
              ("optimizer", lambda b: b["optimizer"])]
     names = list(arms)
-    means = [mean_breakdown(arms[n]) for n in names]
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names) + 2), 4.5))
+    means = []
+    for n in names:
+        per_run = [mean_breakdown(rows) for rows in arms[n]]
+        means.append({k: float(np.mean([b[k] for b in per_run])) for k in per_run[0]})
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) + 3.5), 4.5))
     bottom = np.zeros(len(names))
     for i, (label, f) in enumerate(parts):
         v = np.array([f(b) for b in means]) * 1e3
         ax.bar(names, v, bottom=bottom, label=label, color=f"C{i}")
         bottom += v
-    rest = np.maximum(0, np.array([b["step"] for b in means]) * 1e3 - bottom)
-    ax.bar(names, rest, bottom=bottom, label="rest", color="lightgrey")
+    step = np.array([b["step"] for b in means]) * 1e3
+    ax.bar(names, np.maximum(0, step - bottom), bottom=bottom, label="rest", color="lightgrey")
+    # Encode/decode on the comm thread overlaps backward, so the stack can
+    # exceed the step; the tick marks the measured mean step time.
+    ax.plot(names, step, "k_", markersize=40, markeredgewidth=2, label="mean step time")
     ax.set_ylabel("mean step time (ms)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, markerscale=0.3, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
     fig.tight_layout()
@@ -128,22 +162,35 @@ def plot_breakdown(arms, out):
     plt.close(fig)
 
 
+def plot_group(group, wanted_metric, window, targets):
+    arms = read_arms(group)
+    metric = pick_metric(arms, wanted_metric)
+    targets = read_targets(group) or targets
+    plot_curves(arms, metric, targets, window, "train_seconds", "training seconds (evaluation excluded)",
+                os.path.join(group, "tta.png"))
+    plot_curves(arms, metric, targets, window, "step", "step", os.path.join(group, "metric_vs_step.png"))
+    plot_breakdown(arms, os.path.join(group, "breakdown.png"))
+    runs = sum(len(r) for r in arms.values())
+    print(f"plot_tta: {len(arms)} arms, {runs} runs ({', '.join(arms)}) -> {group}/tta.png, metric_vs_step.png, "
+          "breakdown.png")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("suite", help="suite directory: one subdirectory with tta.jsonl per arm")
+    ap.add_argument("suite", help="suite directory: one subdirectory with tta.jsonl per arm (or per network group)")
     ap.add_argument("--metric", help="metrics key to plot (default: accuracy, else mlm_accuracy)")
     ap.add_argument("--window", type=int, default=3, help="rolling-mean window in evaluations")
     args = ap.parse_args()
-    arms = read_arms(args.suite)
-    if not arms:
-        sys.exit(f"plot_tta: no */tta.jsonl under {args.suite}")
-    metric = pick_metric(arms, args.metric)
+    if read_runs(args.suite):
+        plot_group(args.suite, args.metric, args.window, [])
+        return
+    groups = [os.path.join(args.suite, d) for d in sorted(os.listdir(args.suite))
+              if os.path.isdir(os.path.join(args.suite, d)) and read_runs(os.path.join(args.suite, d))]
+    if not groups:
+        sys.exit(f"plot_tta: no */tta.jsonl or */*/tta.jsonl under {args.suite}")
     targets = read_targets(args.suite)
-    plot_curves(arms, metric, targets, args.window, "train_seconds", "training seconds (evaluation excluded)",
-                os.path.join(args.suite, "tta.png"))
-    plot_curves(arms, metric, targets, args.window, "step", "step", os.path.join(args.suite, "metric_vs_step.png"))
-    plot_breakdown(arms, os.path.join(args.suite, "breakdown.png"))
-    print(f"plot_tta: {len(arms)} arms ({', '.join(arms)}) -> {args.suite}/tta.png, metric_vs_step.png, breakdown.png")
+    for g in groups:
+        plot_group(g, args.metric, args.window, targets)
 
 
 if __name__ == "__main__":
