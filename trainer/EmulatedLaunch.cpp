@@ -48,7 +48,8 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   net.ranks = o.nprocs;
   const std::string rates = net.schedule.empty() ? "unshaped" : net.schedule.toString();
   std::optional<TempDir> progressDir;
-  if (net.schedule.inEpochs()) progressDir.emplace();
+  // A one-step schedule never changes rate: nothing to follow.
+  if (net.schedule.inEpochs() && net.schedule.steps().size() > 1) progressDir.emplace();
   comm::NetEmulator emu(net);  // applies the schedule's first rate; the destructor removes everything
   o.masterAddr = emu.address(0);
   o.rankPrefix.clear();

@@ -219,6 +219,30 @@ TEST(CompareDryRun, PrintsEveryRunAndTrainsNothing) {
   EXPECT_THROW(dryRun(path, {"nope"}), gradzip::UserError);
 }
 
+TEST(CompareDryRun, AddedBaselinesLeaveEveryArmItsOwnPlan) {
+  // Two gradzip arms, so adding both baselines once shifted arms inside the
+  // vector, and yaml-cpp's shared nodes gave each arm its neighbour's plan.
+  gradzip::testing::TempDir dir;
+  const std::string path = dir.path() + "/arms.yaml";
+  std::ofstream(path) << "suite: {name: a, out_dir: " << dir.path() << "}\n"
+                      << "base:\n  model: {name: mlp}\n  data: {dataset: fashion_mnist}\n"
+                      << "arms:\n  - {name: thc4, compress: {name: thc, collective: ps, thc: {bits: 4}}}\n"
+                      << "  - {name: topkc2, compress: {name: topkc, topkc: {bits: 2}}}\n"
+                      << "  - {name: ddp, ddp: {hook: fp16}}\n";
+  const std::string out = dryRun(path);
+  auto lineOf = [&](const std::string& arm) {
+    const auto at = out.find("\n  " + arm + " ");
+    return at == std::string::npos ? std::string() : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(lineOf("fp16").find("gradzip fp16@engine"), std::string::npos) << out;
+  EXPECT_NE(lineOf("fp32").find("gradzip fp32@engine"), std::string::npos) << out;
+  EXPECT_NE(lineOf("thc4").find("gradzip thc{bits: 4}@ps"), std::string::npos) << out;
+  EXPECT_NE(lineOf("topkc2").find("gradzip topkc{bits: 2}@engine"), std::string::npos) << out;
+  EXPECT_NE(lineOf("ddp").find("ddp hook fp16"), std::string::npos) << out;
+  EXPECT_LT(out.find("\n  fp16 "), out.find("\n  fp32 ")) << out;  // baselines first
+  EXPECT_LT(out.find("\n  fp32 "), out.find("\n  thc4 ")) << out;
+}
+
 TEST(CompareDryRun, BadArmsAndNetworksFailBeforeAnyTraining) {
   gradzip::testing::TempDir dir;
   auto write = [&](const std::string& suiteExtra, const std::string& baseExtra, const std::string& arms) {
