@@ -230,9 +230,24 @@ void GradSync::syncBucket(Bucket& b) {
   }
   compress::PhaseTimes times;
   compress::Context ctx{comm_, coll, cname, b.layout, opts_.seed, index, step_, &times};
+  // The error-fed input, before aggregate() moves the residual on.
+  torch::Tensor input;
+  if (measure_) {
+    if (!b.input.defined()) b.input = torch::empty_like(b.flat);
+    b.input.copy_(b.flat);
+    const auto* ef = dynamic_cast<const compress::ErrorFeedback*>(&c);
+    input = ef && ef->residual().defined() ? b.flat + ef->residual() : b.input;
+  }
   const auto t0 = Clock::now();
   auto agg = c.aggregate(b.flat, ctx);
   const double total = since(t0);
+  b.stats = {};
+  if (measure_ && agg.localApplied.defined()) {
+    const auto applied = agg.localApplied.to(torch::kFloat).reshape(-1);
+    b.stats.inputSq = input.square().sum().item<double>();
+    b.stats.appliedSq = applied.square().sum().item<double>();
+    b.stats.errorSq = (input - applied).square().sum().item<double>();
+  }
   b.flat.copy_(agg.mean);
   b.last.encode = times.encode;
   b.last.decode = times.decode;
@@ -249,6 +264,24 @@ void GradSync::setPlan(const Plan& plan) {
 void GradSync::setPlan(int bucket, const Plan& plan) {
   GZ_ASSERT(!inStep_, "plans change between steps only");
   buckets_.at(bucket).plan = plan;
+}
+
+std::vector<std::vector<std::string>> GradSync::compressorKeys() const {
+  std::vector<std::vector<std::string>> keys;
+  for (const auto& b : buckets_) {
+    keys.emplace_back();
+    for (const auto& kv : b.compressors) keys.back().push_back(kv.first);
+  }
+  return keys;
+}
+
+void GradSync::keepOnly(const std::vector<std::vector<std::string>>& keys) {
+  GZ_ASSERT(keys.size() == buckets_.size(), "keepOnly: {} key lists for {} buckets", keys.size(), buckets_.size());
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    auto& cs = buckets_[k].compressors;
+    for (auto it = cs.begin(); it != cs.end();)
+      it = std::find(keys[k].begin(), keys[k].end(), it->first) == keys[k].end() ? cs.erase(it) : std::next(it);
+  }
 }
 
 void GradSync::save(torch::serialize::OutputArchive& ar) const {

@@ -51,6 +51,22 @@ struct SyncBreakdown {
   int64_t saturated = 0;
 };
 
+// What compression did to one bucket's gradient on this rank, for the
+// controller's statistical efficiency (flexible-communication paper §3-E, after
+// GraVAC): with x_e the error-fed input (gradient + residual) and x_c this
+// rank's contribution as it entered the aggregate (Aggregated::localApplied),
+//   inputSq = ||x_e||², appliedSq = ||x_c||², errorSq = ||x_e − x_c||².
+// gain = appliedSq / inputSq; vNMSE = errorSq / inputSq.
+struct CompressionStats {
+  double inputSq = 0, appliedSq = 0, errorSq = 0;
+  CompressionStats& operator+=(const CompressionStats& o) {
+    inputSq += o.inputSq;
+    appliedSq += o.appliedSq;
+    errorSq += o.errorSq;
+    return *this;
+  }
+};
+
 class GradSync {
  public:
   // params: named parameters in registration order (all require grad).
@@ -77,6 +93,26 @@ class GradSync {
   double residualNorm() const;
   int numBuckets() const { return static_cast<int>(buckets_.size()); }
   int64_t bucketNumel(int bucket) const { return buckets_.at(bucket).numel; }
+  // Between steps: the bucket's averaged gradient of the last step (float32, flat).
+  const torch::Tensor& bucketGradient(int bucket) const { return buckets_.at(bucket).flat; }
+  const std::vector<compress::TensorSlot>& bucketLayout(int bucket) const { return buckets_.at(bucket).layout; }
+  // Bucket k's share of the last finishStep().
+  const SyncBreakdown& lastBreakdown(int bucket) const { return buckets_.at(bucket).last; }
+
+  // With measuring on, every bucket's CompressionStats of the last step (costs
+  // three reductions over each bucket per step).
+  void setMeasureCompression(bool on) { measure_ = on; }
+  const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).stats; }
+  // With measuring on: this rank's own gradient of bucket k in the last step,
+  // before compression and error feedback (undefined before the first step).
+  const torch::Tensor& lastInput(int bucket) const { return buckets_.at(bucket).input; }
+
+  // The (bucket, plan) compressor states that exist, and dropping every other
+  // one: an in-memory snapshot records the keys next to save()'s archive, and
+  // restoring does keepOnly(keys) then load(), so plans tried in between leave
+  // no trace (the controller's exploration).
+  std::vector<std::vector<std::string>> compressorKeys() const;
+  void keepOnly(const std::vector<std::vector<std::string>>& keys);
 
   // Compressor state of every (bucket, plan) for checkpoints.
   void save(torch::serialize::OutputArchive& ar) const;
@@ -98,6 +134,8 @@ class GradSync {
     std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
     std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
     SyncBreakdown last;
+    CompressionStats stats;
+    torch::Tensor input;  // measuring: the local gradient before aggregation
   };
 
   void onGrad(int param, const torch::Tensor& grad);
@@ -116,6 +154,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   int64_t step_ = 0;
   bool inStep_ = false;
+  bool measure_ = false;
 
   std::mutex mu_;
   std::condition_variable cv_;

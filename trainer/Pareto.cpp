@@ -27,7 +27,7 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points) {
   return front;
 }
 
-size_t kneePoint(const std::vector<Objectives>& points, double timeWeight) {
+size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeScale scale) {
   GZ_CHECK(timeWeight >= 0 && timeWeight <= 1, "knee: time weight {} is outside [0, 1]", timeWeight);
   const auto front = paretoFront(points);
   GZ_CHECK(!front.empty(), "knee: no candidate has finite predicted time and statistical cost");
@@ -39,10 +39,14 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight) {
     sMax = std::max(sMax, points[i].stat);
   }
   auto norm = [](double v, double lo, double hi) { return hi > lo ? (v - lo) / (hi - lo) : 0.0; };
+  if (scale == KneeScale::Relative)
+    GZ_CHECK(tMin > 0, "knee: relative scaling needs positive times, got {}", tMin);
   size_t best = front.front();
   double bestDist = INFINITY;
   for (size_t i : front) {
-    const double t = norm(points[i].time, tMin, tMax), s = norm(points[i].stat, sMin, sMax);
+    const bool rel = scale == KneeScale::Relative;
+    const double t = rel ? (points[i].time - tMin) / tMin : norm(points[i].time, tMin, tMax);
+    const double s = rel ? points[i].stat - sMin : norm(points[i].stat, sMin, sMax);
     const double d = std::sqrt(timeWeight * t * t + (1 - timeWeight) * s * s);
     const bool better = d < bestDist || (d == bestDist && points[i].time < points[best].time);
     if (better) {

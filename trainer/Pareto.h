@@ -17,16 +17,29 @@ struct Objectives {
   double stat = 0;  // statistical cost: 1/gain or vNMSE (lower is better)
 };
 
+// How kneePoint puts the two objectives on one scale:
+// MinMax:   each min-max normalised over the front (scale-free, but any two
+//           points are then (0, 1) and (1, 0): a two-point front is a tie at
+//           w = 0.5, however small the time saving);
+// Relative: time as the fraction by which a point is slower than the fastest
+//           on the front, (t − t_min)/t_min, and the statistical cost as its
+//           excess over the best, s − s_min (vNMSE and 1/gain − 1 are already
+//           dimensionless fractions of the gradient's energy). A 4% faster
+//           step then buys at most a 0.04 vNMSE at w = 0.5.
+enum class KneeScale { MinMax, Relative };
+
 // Indices (ascending) of the points no other point dominates; a point dominates
 // another when it is no worse in both objectives and better in one. Equal
 // points are all kept. Non-finite objectives are never on the front.
 std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 
-// The knee of `points`' Pareto front: with t and s each min-max normalised over
-// the front (an objective constant on the front normalises to 0), the point
+// The knee of `points`' Pareto front: with t and s each normalised over the
+// front by `scale` (an objective constant on the front normalises to 0), the point
 // minimising sqrt(w·t² + (1−w)·s²), w = timeWeight in [0, 1] (0.5: both count
 // alike; 1: fastest; 0: most accurate). Ties go to the lower time, then the
 // lower index. Throws UserError when no point has finite objectives.
-size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5);
+// With KneeScale::Relative the times must be positive.
+size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5,
+                 KneeScale scale = KneeScale::MinMax);
 
 }  // namespace gradzip::trainer

@@ -1,6 +1,11 @@
 // Implements trainer/Plan.h.
 #include "trainer/Plan.h"
 
+#include "compress/Factory.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace gradzip::trainer {
 
 std::string Plan::key() const {
@@ -11,6 +16,39 @@ std::string Plan::key() const {
     opts = e.c_str();
   }
   return compressor + opts + "@" + collective;
+}
+
+Plan Plan::fromYaml(YamlReader r) {
+  Plan p;
+  p.compressor = r.getEnum("name", p.compressor, compress::compressorNames());
+  p.collective = r.getEnum("collective", p.collective, {"engine", "ring", "tree", "ps", "allgather"});
+  auto opts = r.child(p.compressor);
+  auto node = r.raw(p.compressor);
+  p.options = node.IsDefined() && !node.IsNull() ? YAML::Clone(node) : YAML::Node(YAML::NodeType::Map);
+  // A compressor's own checks of its options (e.g. THC's g >= 2^b - 1) name
+  // the config file, line and key like every other config error.
+  std::unique_ptr<compress::Compressor> c;
+  try {
+    c = compress::makeCompressor(p.compressor, opts);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const UserError& e) {
+    r.fail(p.compressor, e.what());
+  }
+  const auto caps = c->capabilities();
+  if (std::find(caps.collectives.begin(), caps.collectives.end(), p.collective) == caps.collectives.end())
+    r.fail("collective", fmt::format("compressor {} does not support collective '{}' (supported: {})", p.compressor,
+                                     p.collective, fmt::join(caps.collectives, ", ")));
+  r.finish();
+  return p;
+}
+
+YAML::Node Plan::toYaml() const {
+  YAML::Node n;
+  n["name"] = compressor;
+  n["collective"] = collective;
+  if (options && options.size() > 0) n[compressor] = YAML::Clone(options);
+  return n;
 }
 
 }  // namespace gradzip::trainer

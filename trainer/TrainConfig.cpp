@@ -52,31 +52,27 @@ CommOptions commFromYaml(YamlReader r) {
   return o;
 }
 
-// compress: {name: thc, collective: ps, thc: {bits: 4}}. The options are
-// validated here by building the compressor once, so errors carry file:line.
-Plan planFromYaml(YamlReader r) {
-  Plan p;
-  p.compressor = r.getEnum("name", p.compressor, compress::compressorNames());
-  p.collective = r.getEnum("collective", p.collective, {"engine", "ring", "tree", "ps", "allgather"});
-  auto opts = r.child(p.compressor);
-  auto node = r.raw(p.compressor);
-  p.options = node.IsDefined() && !node.IsNull() ? YAML::Clone(node) : YAML::Node(YAML::NodeType::Map);
-  // A compressor's own checks of its options (e.g. THC's g >= 2^b - 1) name
-  // the config file, line and key like every other config error.
-  std::unique_ptr<compress::Compressor> c;
-  try {
-    c = compress::makeCompressor(p.compressor, opts);
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const UserError& e) {
-    r.fail(p.compressor, e.what());
+// `compress:` is a plan mapping ({name: thc, collective: ps, thc: {bits: 4}}),
+// or the controller: `auto`, or a mapping with name: auto and its options.
+void compressFromYaml(YamlReader& root, TrainConfig& c) {
+  if (!root.has("compress")) {
+    c.plan = Plan::fromYaml(root.child("compress"));
+    return;
   }
-  const auto caps = c->capabilities();
-  if (std::find(caps.collectives.begin(), caps.collectives.end(), p.collective) == caps.collectives.end())
-    r.fail("collective", fmt::format("compressor {} does not support collective '{}' (supported: {})", p.compressor,
-                                     p.collective, fmt::join(caps.collectives, ", ")));
-  r.finish();
-  return p;
+  YAML::Node node = root.raw("compress");
+  if (node.IsScalar() && node.as<std::string>() == "auto") {
+    c.controller = ControllerOptions{};
+    c.plan = c.controller->initial;
+    return;
+  }
+  YamlReader r(node, root.file(), "compress");
+  if (node.IsMap() && node["name"] && node["name"].IsScalar() && node["name"].as<std::string>() == "auto") {
+    r.getString("name", "auto");
+    c.controller = ControllerOptions::fromYaml(r);
+    c.plan = c.controller->pin ? *c.controller->pin : c.controller->initial;
+    return;
+  }
+  c.plan = Plan::fromYaml(r);
 }
 
 }  // namespace
@@ -149,7 +145,7 @@ TrainConfig TrainConfig::fromYaml(YamlReader& root) {
   }
   c.train = trainFromYaml(root.child("train"));
   c.comm = commFromYaml(root.child("comm"));
-  c.plan = planFromYaml(root.child("compress"));
+  compressFromYaml(root, c);
   if (root.has("network")) {
     auto n = root.child("network");
     if (n.has("ranks")) n.fail("ranks", "the rank count comes from `launch -n` or the suite's world_size");
@@ -195,10 +191,7 @@ YAML::Node TrainConfig::toYaml() const {
   cm["bucket_mb"] = comm.bucketMb;
   cm["latency_us"] = comm.latencyUs;
   cm["overlap"] = comm.overlap;
-  auto cp = n["compress"];
-  cp["name"] = plan.compressor;
-  cp["collective"] = plan.collective;
-  if (plan.options && plan.options.size() > 0) cp[plan.compressor] = plan.options;
+  n["compress"] = controller ? controller->toYaml() : plan.toYaml();
   if (network) {
     YAML::Node net;
     network->toYaml(net);

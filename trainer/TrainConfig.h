@@ -10,6 +10,7 @@
 #include "comm/NetEmulator.h"
 #include "data/DataOptions.h"
 #include "models/ModelOptions.h"
+#include "trainer/ControllerOptions.h"
 #include "trainer/OptimOptions.h"
 #include "trainer/Plan.h"
 
@@ -61,7 +62,8 @@ struct TrainConfig {
   ScheduleOptions schedule;
   TrainOptions train;
   CommOptions comm;
-  Plan plan;
+  Plan plan;  // the static plan; with the controller, the plan it starts from (or its pin)
+  std::optional<ControllerOptions> controller;  // `compress: auto`
   // `network: {mbit: 20}` or `{schedule: [{at: 0, mbit: 50}, {at: 60, mbit: 10}]}`
   // (+ burst_ms, queue_ms, mtu, subnet); the rank count comes from the launch.
   std::optional<comm::NetEmulatorOptions> network;

@@ -5,6 +5,7 @@
 #include "models/Registry.h"
 #include "trainer/BuildInfo.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/Controller.h"
 #include "trainer/Evaluator.h"
 #include "trainer/GradSync.h"
 #include "trainer/LrSchedule.h"
@@ -22,6 +23,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 namespace gradzip::trainer {
@@ -35,7 +39,7 @@ int envInt(const char* name, int def) {
 }
 }  // namespace
 
-struct Trainer::Impl {
+struct Trainer::Impl final : ControlledLoop {
   TrainConfig cfg;
   comm::Communicator& comm;
   std::shared_ptr<models::Model> model;
@@ -44,6 +48,7 @@ struct Trainer::Impl {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradSync> sync;
+  std::unique_ptr<Controller> controller;  // compress: auto
   std::unique_ptr<TtaLog> tta;
   std::unique_ptr<Progress> progress;
   int64_t totalSteps = 0;
@@ -106,8 +111,6 @@ struct Trainer::Impl {
       at::globalContext().setDeterministicAlgorithms(true, false);
     }
     torch::set_num_threads(threads);
-    torch::manual_seed(cfg.run.seed);
-
     datasets = data::makeDatasets(cfg.data);
     const auto info = datasets.train->info();
     if (info.kind == "image") {
@@ -117,7 +120,15 @@ struct Trainer::Impl {
     } else if (!cfg.modelVocabSet) {
       cfg.model.bert.vocabSize = info.vocabSize;
     }
-    model = models::makeModel(cfg.model);
+    {
+      // Seeding and initialising under one process-wide lock: ranks that are
+      // threads of one process (the tests) share the default generator, and
+      // interleaved draws would make rank 0's initial parameters vary.
+      static std::mutex initMutex;
+      std::lock_guard<std::mutex> lock(initMutex);
+      torch::manual_seed(cfg.run.seed);
+      model = models::makeModel(cfg.model);
+    }
     spdlog::info("model {}: {} parameters; data: {}", cfg.model.name, models::parameterCount(*model),
                  datasets.train->describe());
 
@@ -152,11 +163,24 @@ struct Trainer::Impl {
     std::vector<std::pair<std::string, torch::Tensor>> params;
     for (auto& kv : named) params.emplace_back(kv.key(), kv.value());
     sync = std::make_unique<GradSync>(params, comm, so, cfg.plan);
+    if (cfg.controller) {
+      if (comm.size() >= 2) {
+        controller = std::make_unique<Controller>(*cfg.controller, comm, *sync, cfg.runDir());
+        controller->start(0);
+      } else {
+        spdlog::warn("compress: auto chooses among collectives and needs at least 2 ranks; one rank runs {}",
+                     cfg.plan.key());
+      }
+    }
     progress = std::make_unique<Progress>(comm.rank() == 0, totalSteps);
   }
 
-  void saveCheckpoint() {
-    writeCheckpoint(rankDir(), step, [&](torch::serialize::OutputArchive& ar) {
+  // The whole training state: model, buffers, optimizer, compressor state,
+  // progress, accumulators, data position and RNG. Checkpoints write it to a
+  // file (with the controller's state); the controller's exploration keeps it
+  // in memory (snapshot/restore).
+  void writeState(torch::serialize::OutputArchive& ar) {
+    {
       for (auto& kv : model->named_parameters()) ar.write("model/" + kv.key(), kv.value());
       for (auto& kv : model->named_buffers()) ar.write("buffer/" + kv.key(), kv.value(), true);
       torch::serialize::OutputArchive o;
@@ -182,7 +206,29 @@ struct Trainer::Impl {
       for (int64_t* f : counterFields()) counters.push_back(*f);
       ar.write("state/counters", torch::tensor(counters, torch::kLong), true);
       ar.write("rng/torch_cpu", at::detail::getDefaultCPUGenerator().get_state(), true);
+    }
+  }
+
+  void saveCheckpoint() {
+    writeCheckpoint(rankDir(), step, [&](torch::serialize::OutputArchive& ar) {
+      writeState(ar);
+      if (controller) controller->save(ar);
     });
+  }
+
+  std::string snapshot() override {
+    torch::serialize::OutputArchive ar;
+    writeState(ar);
+    std::ostringstream os;
+    ar.save_to(os);
+    return os.str();
+  }
+
+  void restore(const std::string& snap) override {
+    std::istringstream is(snap);
+    torch::serialize::InputArchive ar;
+    ar.load_from(is);
+    readState(ar);
   }
 
   // Picks the checkpoint every rank resumes from. Ranks checkpoint at the same
@@ -231,6 +277,16 @@ struct Trainer::Impl {
     const std::string path = agreeOnCheckpoint();
     if (path.empty()) return false;
     const bool loaded = loadCheckpointFile(path, [&](torch::serialize::InputArchive& ar) {
+      if (controller) controller->load(ar);  // the plan first: GradSync loads that plan's state
+      readState(ar);
+    });
+    GZ_CHECK(loaded, "rank {}: checkpoint {} became unreadable while resuming", comm.rank(), path);
+    spdlog::info("resumed from {} at step {} ({:.1f} s of training)", path, step, trainSeconds);
+    return true;
+  }
+
+  void readState(torch::serialize::InputArchive& ar) {
+    {
       torch::NoGradGuard g;
       for (auto& kv : model->named_parameters()) {
         torch::Tensor t;
@@ -273,10 +329,7 @@ struct Trainer::Impl {
       ar.read("rng/torch_cpu", rng, true);
       auto gen = at::detail::getDefaultCPUGenerator();
       gen.set_state(rng);
-    });
-    GZ_CHECK(loaded, "rank {}: checkpoint {} became unreadable while resuming", comm.rank(), path);
-    spdlog::info("resumed from {} at step {} ({:.1f} s of training)", path, step, trainSeconds);
-    return true;
+    }
   }
 
   void checkParametersAgree() {
@@ -299,6 +352,18 @@ struct Trainer::Impl {
                step, r, all[r][0].item<double>(), all[0][0].item<double>());
   }
 
+  // The plans in use, in bucket order without repeats ("fp16@engine" when
+  // every bucket runs one plan; "thc{bits: 4}@ps;fp16@engine" with the
+  // controller's small-bucket plan).
+  std::string planSummary() const {
+    std::vector<std::string> keys;
+    for (int k = 0; k < sync->numBuckets(); ++k) {
+      const auto key = sync->plan(k).key();
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+    return fmt::format("{}", fmt::join(keys, ";"));
+  }
+
   // Writes a TTA row; returns true when early stopping triggers.
   bool evaluateAndLog() {
     std::map<std::string, double> metrics;
@@ -311,7 +376,7 @@ struct Trainer::Impl {
     row.loss = accSteps ? lossSum / accSteps : 0;
     row.metrics = metrics;
     row.lr = schedule->at(std::max<int64_t>(0, step - 1));
-    row.plan = sync->plan(0).key();
+    row.plan = planSummary();
     row.bytes = bytes;
     row.saturated = saturated;
     row.lossSpikes = lossSpikes;
@@ -342,6 +407,82 @@ struct Trainer::Impl {
     return ++evalsWithoutImprovement >= cfg.train.patience;
   }
 
+  struct StepDone {
+    StepMeasure measure;
+    double loss = 0;
+    int64_t samples = 0;  // over all ranks
+  };
+
+  // One optimizer step with its accounting (step counter, samples, bytes,
+  // TTA accumulators, loss watch). nullopt when the data ran out: the next
+  // epoch has been started and no step was taken. While exploring, a
+  // non-finite gradient propagates (the controller drops the candidate);
+  // otherwise the NaN policy applies.
+  std::optional<StepDone> trainStep(bool exploring) {
+    const auto tStep = Clock::now();
+    auto batch = train->next();
+    if (!batch) {
+      train->startEpoch(train->state().epoch + 1);
+      return std::nullopt;
+    }
+    const double dataWait = train->lastWaitSeconds();
+    const double lr = schedule->at(step);
+    setLearningRate(*optimizer, lr);
+    optimizer->zero_grad();
+    sync->beginStep(step);
+    const auto tCompute = Clock::now();
+    auto logits = model->forward(batch->input);
+    auto loss = lossOf(*model, logits, batch->target);
+    loss.backward();
+    const double compute = since(tCompute);
+    SyncBreakdown bd;
+    bool skip = false;
+    try {
+      bd = sync->finishStep();
+    } catch (const NonFiniteGradient& e) {
+      if (exploring) throw;
+      if (cfg.train.nanPolicy == "stop")
+        throw UserError(fmt::format("{} (train.nan_policy: stop; use skip to drop such steps)", e.what()));
+      spdlog::warn("{}; skipping this step (train.nan_policy: skip)", e.what());
+      skip = true;
+      ++skippedSteps;
+    }
+    const auto tOpt = Clock::now();
+    if (!skip) {
+      if (cfg.train.clipGradNorm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.train.clipGradNorm);
+      optimizer->step();
+    }
+    const double optTime = since(tOpt);
+    const double lossValue = loss.item<double>();
+    ++step;
+    StepDone done;
+    done.samples = batch->size() * comm.size();
+    samples += done.samples;
+    bytes += bd.bytesSent;
+    saturated += bd.saturated;
+    const double stepTime = since(tStep);
+    trainSeconds += stepTime;
+    acc.dataWait += dataWait;
+    acc.compute += compute;
+    acc.encode += bd.encode;
+    acc.communicate += bd.communicate;
+    acc.decode += bd.decode;
+    acc.exposed += bd.exposed;
+    acc.optimizer += optTime;
+    acc.step += stepTime;
+    lossSum += std::isfinite(lossValue) ? lossValue : 0;
+    ++accSteps;
+    if (!exploring) watchLoss(lossValue);
+    done.loss = lossValue;
+    done.measure = {stepTime, bd.exposed, bd.encode, bd.decode};
+    return done;
+  }
+
+  StepMeasure exploreStep() override {
+    for (;;)
+      if (auto done = trainStep(true)) return done->measure;
+  }
+
   TrainResult run(bool resume) {
     setup();
     std::filesystem::create_directories(cfg.runDir());
@@ -358,7 +499,7 @@ struct Trainer::Impl {
                             {"intra_op_threads", at::get_num_threads()},
                             {"hardware_threads", std::thread::hardware_concurrency()},
                             {"config_fingerprint", cfg.fingerprint()},
-                            {"plan", cfg.plan.key()},
+                            {"plan", cfg.controller ? std::string("auto") : cfg.plan.key()},
                             {"network", std::getenv("GRADZIP_NETWORK") ? std::getenv("GRADZIP_NETWORK") : "host"},
                             {"latency_us", cfg.comm.latencyUs}};
       std::ofstream(cfg.runDir() + "/environment.json") << env.dump(2) << "\n";
@@ -373,59 +514,13 @@ struct Trainer::Impl {
     const int64_t ckptEvery = cfg.train.checkpointEvery > 0 ? cfg.train.checkpointEvery : evalEvery;
     bool stop = false;
     while (step < totalSteps && !stop) {
-      const auto tStep = Clock::now();
-      auto batch = train->next();
-      if (!batch) {
-        train->startEpoch(train->state().epoch + 1);
-        continue;
+      const auto done = trainStep(false);
+      if (!done) continue;  // an epoch ended
+      progress->step(step, done->loss, double(done->samples) / done->measure.step);
+      if (controller) {
+        const double deciding = controller->afterStep(step, done->measure, *this);
+        trainSeconds += deciding;  // exploration is training time (its steps are undone, its time is not)
       }
-      const double dataWait = train->lastWaitSeconds();
-      const double lr = schedule->at(step);
-      setLearningRate(*optimizer, lr);
-      optimizer->zero_grad();
-      sync->beginStep(step);
-      const auto tCompute = Clock::now();
-      auto logits = model->forward(batch->input);
-      auto loss = lossOf(*model, logits, batch->target);
-      loss.backward();
-      const double compute = since(tCompute);
-      SyncBreakdown bd;
-      bool skip = false;
-      try {
-        bd = sync->finishStep();
-      } catch (const NonFiniteGradient& e) {
-        if (cfg.train.nanPolicy == "stop")
-          throw UserError(fmt::format("{} (train.nan_policy: stop; use skip to drop such steps)", e.what()));
-        spdlog::warn("{}; skipping this step (train.nan_policy: skip)", e.what());
-        skip = true;
-        ++skippedSteps;
-      }
-      const auto tOpt = Clock::now();
-      if (!skip) {
-        if (cfg.train.clipGradNorm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.train.clipGradNorm);
-        optimizer->step();
-      }
-      const double optTime = since(tOpt);
-      const double lossValue = loss.item<double>();
-      ++step;
-      samples += batch->size() * comm.size();
-      bytes += bd.bytesSent;
-      saturated += bd.saturated;
-      const double stepTime = since(tStep);
-      trainSeconds += stepTime;
-      acc.dataWait += dataWait;
-      acc.compute += compute;
-      acc.encode += bd.encode;
-      acc.communicate += bd.communicate;
-      acc.decode += bd.decode;
-      acc.exposed += bd.exposed;
-      acc.optimizer += optTime;
-      acc.step += stepTime;
-      lossSum += std::isfinite(lossValue) ? lossValue : 0;
-      ++accSteps;
-      watchLoss(lossValue);
-      progress->step(step, lossValue, batch->size() * comm.size() / stepTime);
-
       if (cfg.train.checksumEvery > 0 && step % cfg.train.checksumEvery == 0) checkParametersAgree();
       const bool last = step == totalSteps;
       if (step % evalEvery == 0 || last) {

@@ -36,6 +36,25 @@ TEST(Pareto, KneeIsNearestTheIdealAfterNormalisation) {
   EXPECT_EQ(kneePoint(scaled), 2u);
 }
 
+TEST(Pareto, RelativeKneeWeighsSpeedupAgainstError) {
+  using gradzip::trainer::KneeScale;
+  // Two points: min-max scaling makes them a tie (the faster wins); relative
+  // scaling weighs 4% faster, (0.04, 0), against 0.08 more vNMSE, (0, 0.08):
+  // distances at w = 0.5 are 0.028 for the slow exact plan and 0.057 for the
+  // fast lossy one.
+  const std::vector<Objectives> two = {{0.050, 0.0}, {0.048, 0.08}};
+  EXPECT_EQ(kneePoint(two), 1u);
+  EXPECT_EQ(kneePoint(two, 0.5, KneeScale::Relative), 0u);
+  // A slow network: 200 ms dense against 60 ms at 0.02 vNMSE and 50 ms at 0.99:
+  // relative times (2.33, 0.2, 0), errors (0, 0.02, 0.99); distances 1.65,
+  // 0.142, 0.700 -> the middle plan.
+  const std::vector<Objectives> slow = {{0.200, 0.0}, {0.060, 0.02}, {0.050, 0.99}};
+  EXPECT_EQ(kneePoint(slow, 0.5, KneeScale::Relative), 1u);
+  EXPECT_EQ(kneePoint(slow, 1.0, KneeScale::Relative), 2u);
+  EXPECT_EQ(kneePoint(slow, 0.0, KneeScale::Relative), 0u);
+  EXPECT_THROW(kneePoint({{0.0, 1.0}}, 0.5, KneeScale::Relative), gradzip::UserError);
+}
+
 TEST(Pareto, KneeEdgeCases) {
   EXPECT_EQ(kneePoint({{3, 3}}), 0u);
   // Equal distances: the lower time wins. (1,2) and (2,1) are symmetric.

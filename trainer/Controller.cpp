@@ -1,0 +1,462 @@
+// Implements trainer/Controller.h.
+#include "trainer/Controller.h"
+
+#include "comm/NetworkProbe.h"
+#include "compress/Factory.h"
+#include "trainer/Pareto.h"
+#include "trainer/PlanCost.h"
+#include "util/Error.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+namespace gradzip::trainer {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Observations after a decision whose median becomes a detector's reference:
+// the new plan's own level, not the model's (the α-β model of a ping-pong
+// probe predicts c10d's collectives only up to a constant factor).
+constexpr size_t kCalibration = 10;
+constexpr double kSmoothing = 0.1;  // weight of a new observation in the drift averages
+constexpr size_t kRecentCap = 1000;
+// The network detector sees the median of the last kRatioWindow ratios of
+// observed to predicted communication time (single collective times on a
+// shared host have heavy tails), and a drift only counts when it moves the
+// communication time by at least kMinImpact of the step time: a network
+// change the step does not feel is not worth re-deciding for.
+constexpr size_t kRatioWindow = 5;
+constexpr double kMinImpact = 0.05;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json statsJson(const CompressionStats& s) {
+  const double in = s.inputSq > 0 ? s.inputSq : NAN;
+  return {{"vnmse", s.errorSq / in}, {"gain", s.appliedSq / in}};
+}
+
+enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3 };
+const char* reasonName(int64_t r) {
+  switch (r) {
+    case kInitial: return "initial";
+    case kNetwork: return "network";
+    case kGain: return "gain";
+    default: return "none";
+  }
+}
+}  // namespace
+
+Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSync& sync, std::string runDir)
+    : opts_(std::move(opts)),
+      comm_(comm),
+      sync_(sync),
+      runDir_(std::move(runDir)),
+      candidates_(makeCandidates(opts_)),
+      netDrift_(opts_.networkDrift, kSmoothing, kCalibration),
+      gainDrift_(opts_.gainDrift, kSmoothing, kCalibration) {
+  for (int k = 0; k < sync_.numBuckets(); ++k)
+    if (sync_.bucketNumel(k) * 4 >= opts_.smallBucketKb * 1024) large_.push_back(k);
+  if (large_.empty()) {
+    // Every bucket is small: decide for all of them rather than for none.
+    for (int k = 0; k < sync_.numBuckets(); ++k) large_.push_back(k);
+  }
+  active_ = opts_.pin ? *opts_.pin : opts_.initial;
+  const std::string dir = fmt::format("{}/rank{}", runDir_, comm_.rank());
+  std::filesystem::create_directories(dir);
+  planLog_.open(dir + "/plans.jsonl", std::ios::app);
+  GZ_CHECK(planLog_.good(), "cannot write {}/plans.jsonl", dir);
+  spdlog::info("controller: {} candidate plans over {}; deciding for {} of {} buckets{}", candidates_.size(),
+               fmt::join(opts_.families, ", "), large_.size(), sync_.numBuckets(),
+               opts_.pin ? fmt::format(" (pinned to {})", opts_.pin->key()) : "");
+}
+
+Controller::~Controller() = default;
+
+compress::Compressor& Controller::codec(const Plan& plan) {
+  auto& slot = codecs_[plan.key()];
+  if (!slot) {
+    YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
+    slot = compress::makeCompressor(plan.compressor, r);
+  }
+  return *slot;
+}
+
+double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out) {
+  const int64_t d = sync_.bucketNumel(bucket);
+  const double bits = codec(plan).bitsPerCoordinate(d, comm_.size());
+  *out = planCoefficients(plan, bits, d, comm_.size());
+  return bits;
+}
+
+int64_t Controller::broadcastInt(int64_t value) {
+  auto t = torch::full({1}, value, torch::kLong);
+  comm_.broadcast(t, 0).wait();
+  return t.item<int64_t>();
+}
+
+void Controller::writeDecision(const std::string& json) {
+  if (comm_.rank() != 0) return;
+  std::ofstream f(runDir_ + "/decisions.jsonl", std::ios::app);
+  f << json << "\n";
+  GZ_CHECK(f.good(), "cannot append to {}/decisions.jsonl", runDir_);
+}
+
+void Controller::start(int64_t step) {
+  if (comm_.size() >= 2) {
+    const auto t0 = Clock::now();
+    net_ = comm::probe(comm_, opts_.probe);
+    spdlog::info("controller: probed α = {:.1f} µs, bandwidth {:.1f} Mbit/s in {:.1f} s", net_.alpha * 1e6,
+                 comm::bandwidthBitsPerSec(net_) / 1e6, since(t0));
+  }
+  applyPlan(active_, step);
+  for (int k = 0; k < sync_.numBuckets(); ++k)
+    if (std::find(large_.begin(), large_.end(), k) == large_.end()) sync_.setPlan(k, opts_.smallPlan);
+  sync_.setMeasureCompression(true);
+  writeDecision(nlohmann::json{{"step", step},
+                               {"event", "start"},
+                               {"alpha", net_.alpha},
+                               {"beta", net_.beta},
+                               {"world_size", comm_.size()},
+                               {"candidates", candidates_.size()},
+                               {"plan", active_.key()},
+                               {"small_plan", opts_.smallPlan.key()}}
+                    .dump());
+}
+
+void Controller::applyPlan(const Plan& large, int64_t step) {
+  active_ = large;
+  for (int k : large_) sync_.setPlan(k, large);
+  planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}}.dump() << "\n";
+  planLog_.flush();
+  resetMeasurements();
+}
+
+void Controller::resetMeasurements() {
+  recent_.clear();
+  recentStats_ = {};
+  recentComm_ = 0;
+  ratios_.clear();
+  calibration_.clear();
+  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = false;
+}
+
+double Controller::statCost(const CompressionStats& s) const {
+  if (!(s.inputSq > 0)) return INFINITY;
+  if (opts_.stat == "gain") return s.appliedSq > 0 ? s.inputSq / s.appliedSq : INFINITY;  // 1/gain (the paper)
+  return s.errorSq / s.inputSq;                                                           // vNMSE
+}
+
+void Controller::observe(const StepMeasure& m) {
+  CompressionStats stats;
+  double observed = 0, predicted = 0;
+  for (int k : large_) {
+    stats += sync_.lastStats(k);
+    const auto& bd = sync_.lastBreakdown(k);
+    if (!(bd.communicate > 0)) continue;
+    comm::AlphaBetaSample c;
+    commCoefficientsFor(k, active_, &c);
+    c.seconds = bd.communicate;
+    fitter_.add(c);
+    observed += bd.communicate;
+    predicted += planSeconds(c, net_);
+  }
+  if (recent_.size() < kRecentCap) {
+    recent_.push_back(m);
+    recentComm_ += observed;
+  }
+  recentStats_ += stats;
+  const double gain = stats.inputSq > 0 ? stats.appliedSq / stats.inputSq : NAN;
+  const double ratio = predicted > 0 ? observed / predicted : NAN;
+  // Calibrate both references on the first observations of a plan, then watch.
+  if (!netArmed_ || !gainArmed_) {
+    if (std::isfinite(ratio) && std::isfinite(gain) && ratio > 0 && gain > 0) calibration_.push_back(ratio);
+    if (calibration_.size() == kCalibration) {
+      netDrift_.reset(median(calibration_));
+      netArmed_ = true;
+      const double g = recentStats_.inputSq > 0 ? recentStats_.appliedSq / recentStats_.inputSq : 0;
+      if (g > 0) {
+        gainDrift_.reset(g);
+        gainArmed_ = true;
+      }
+    }
+    return;
+  }
+  if (std::isfinite(ratio) && ratio > 0) {
+    ratios_.push_back(ratio);
+    if (ratios_.size() > kRatioWindow) ratios_.erase(ratios_.begin());
+  }
+  const bool drift = !ratios_.empty() && netDrift_.update(median(ratios_));
+  const double meanStep = [&] {
+    double t = 0;
+    for (const auto& r : recent_) t += r.step;
+    return t / double(std::max<size_t>(1, recent_.size()));
+  }();
+  const double meanComm = recentComm_ / double(std::max<size_t>(1, recent_.size()));
+  netTriggered_ = drift && netDrift_.change() * meanComm >= kMinImpact * meanStep;
+  gainTriggered_ = gainDrift_.update(gain);
+  if (followup_.step >= 0 && followup_.count < opts_.followupSteps) {
+    followup_.sum += m.step;
+    if (++followup_.count == opts_.followupSteps) {
+      const double measured = followup_.sum / double(followup_.count);
+      writeDecision(nlohmann::json{{"event", "followup"},
+                                   {"decision_step", followup_.step},
+                                   {"plan", active_.key()},
+                                   {"predicted_step", followup_.predicted},
+                                   {"explored_step", followup_.explored},
+                                   {"measured_step", measured},
+                                   {"prediction_error", (followup_.predicted - measured) / measured}}
+                        .dump());
+    }
+  }
+}
+
+double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {
+  if (comm_.size() < 2) return 0;
+  observe(m);
+  if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
+  int64_t reason = kNone;
+  if (comm_.rank() == 0) {
+    if (!decided_)
+      reason = kInitial;
+    else if (step - lastDecision_ >= opts_.minInterval)
+      reason = netTriggered_ ? kNetwork : gainTriggered_ ? kGain : kNone;
+  }
+  reason = broadcastInt(reason);
+  if (reason == kNone) return 0;
+  const auto t0 = Clock::now();
+  decide(step, reasonName(reason), loop);
+  return since(t0);
+}
+
+Controller::Screened Controller::screen(const Plan& plan) {
+  Screened s;
+  try {
+    auto& c = codec(plan);
+    for (int k : large_) {
+      // This rank's last local gradient (the aggregated mean would already
+      // carry the current plan's rounding).
+      const auto& x = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
+      const int64_t d = x.numel();
+      compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(k), 0, k, 0, nullptr};
+      at::Tensor y;
+      double seconds = 0;
+      for (int rep = 0; rep < 2; ++rep) {  // the first call builds caches (tables, plans); time the second
+        const auto t0 = Clock::now();
+        auto p = c.encode(x, ctx);
+        y = c.decode(p, d, ctx);
+        seconds = since(t0);
+      }
+      s.encodeDecode += seconds;
+      s.stats.inputSq += x.square().sum().item<double>();
+      s.stats.appliedSq += y.square().sum().item<double>();
+      s.stats.errorSq += (x - y).square().sum().item<double>();
+      comm::AlphaBetaSample coef;
+      const double bits = commCoefficientsFor(k, plan, &coef);
+      s.bits += bits * double(d);
+      s.comm += planSeconds(coef, net_);
+    }
+    int64_t total = 0;
+    for (int k : large_) total += sync_.bucketNumel(k);
+    s.bits /= double(std::max<int64_t>(1, total));
+    s.ok = true;
+  } catch (const std::exception& e) {
+    spdlog::debug("controller: screening {} failed: {}", plan.key(), firstLine(e.what()));
+  }
+  codecs_.erase(plan.key());  // screening advanced its state (residuals); start afresh next time
+  return s;
+}
+
+Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop) {
+  Measured out;
+  const Plan before = active_;
+  for (int k : large_) sync_.setPlan(k, plan);
+  double seconds = 0;
+  int64_t timed = 0;
+  try {
+    for (int64_t i = 0; i < opts_.exploreSteps; ++i) {
+      const auto m = loop.exploreStep();
+      if (i == 0) continue;  // builds the compressor and its caches
+      seconds += m.step;
+      ++timed;
+      for (int k : large_) out.stats += sync_.lastStats(k);
+    }
+    out.step = seconds / double(std::max<int64_t>(1, timed));
+    out.ok = timed > 0;
+  } catch (const NonFiniteGradient& e) {
+    spdlog::warn("controller: exploring {} produced a non-finite gradient ({}); not a candidate this time", plan.key(),
+                 e.what());
+  }
+  for (int k : large_) sync_.setPlan(k, before);
+  return out;
+}
+
+void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
+  const int n = comm_.size();
+  nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
+  // 1. α, β: refit when the network moved (rank 0 owns them; they are logged).
+  if (comm_.rank() == 0 && reason == "network") {
+    const auto before = net_;
+    const auto fit = fitter_.fit();
+    if (fit && fit->beta > 0) {
+      net_ = *fit;
+    } else {
+      // One plan's observations share their coefficients, so α and β are not
+      // separately identifiable: charge the whole drift to β.
+      net_.beta *= netDrift_.smoothed() / netDrift_.reference();
+    }
+    rec["alpha_before"] = before.alpha;
+    rec["beta_before"] = before.beta;
+    rec["refit"] = fit && fit->beta > 0 ? "least squares" : "beta scaled by the drift";
+  }
+  fitter_.clear();
+  rec["alpha"] = net_.alpha;
+  rec["beta"] = net_.beta;
+  rec["bandwidth_mbit"] = comm::bandwidthBitsPerSec(net_) / 1e6;
+
+  // 2. Screening on rank 0; the explored candidates go to every rank.
+  std::vector<int64_t> exploreList;
+  double base = 0;
+  std::vector<Screened> screened(candidates_.size());
+  if (comm_.rank() == 0) {
+    for (const auto& m : recent_) base += m.step - m.exposed;
+    base /= double(std::max<size_t>(1, recent_.size()));
+    std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
+    auto& cands = rec["candidates"] = nlohmann::json::array();
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      auto& s = screened[i];
+      s = screen(candidates_[i].plan);
+      if (s.ok) {
+        s.predicted = base + s.encodeDecode + s.comm;
+        pts[i] = {s.predicted, statCost(s.stats)};
+      }
+      auto j = statsJson(s.stats);
+      cands.push_back({{"plan", candidates_[i].plan.key()},
+                       {"ok", s.ok},
+                       {"bits", s.bits},
+                       {"encode_decode", s.encodeDecode},
+                       {"comm", s.comm},
+                       {"predicted_step", s.predicted},
+                       {"vnmse", j["vnmse"]},
+                       {"gain", j["gain"]}});
+    }
+    rec["base_step"] = base;
+    std::vector<int64_t> buckets;
+    for (int k : large_) buckets.push_back(sync_.bucketNumel(k));
+    rec["buckets"] = buckets;
+    const auto front = paretoFront(pts);
+    rec["front"] = front;
+    // The knee first, then the knee of what is left, and so on.
+    auto remaining = pts;
+    for (int64_t e = 0; e < opts_.explore && !front.empty(); ++e) {
+      if (paretoFront(remaining).empty()) break;
+      const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
+      remaining[i] = {INFINITY, INFINITY};
+      if (candidates_[i].plan == active_) continue;  // measured by the steps already taken
+      exploreList.push_back(int64_t(i));
+    }
+  }
+  auto list = torch::full({opts_.explore + 1}, int64_t(-1), torch::kLong);
+  list[0] = int64_t(exploreList.size());
+  for (size_t i = 0; i < exploreList.size(); ++i) list[i + 1] = exploreList[i];
+  comm_.broadcast(list, 0).wait();
+  exploreList.clear();
+  for (int64_t i = 0; i < list[0].item<int64_t>(); ++i) exploreList.push_back(list[i + 1].item<int64_t>());
+
+  // 3. Exploration from an in-memory checkpoint, restored after each candidate.
+  const auto t0 = Clock::now();
+  const std::string snap = loop.snapshot();
+  const auto keys = sync_.compressorKeys();
+  std::vector<Measured> measured;
+  for (int64_t i : exploreList) {
+    measured.push_back(explore(candidates_[i].plan, loop));
+    sync_.keepOnly(keys);
+    loop.restore(snap);
+  }
+  rec["explore_seconds"] = since(t0);
+
+  // 4. The knee of the measured points (the current plan from its recent steps).
+  int64_t chosen = -2;  // -2: keep the current plan
+  if (comm_.rank() == 0) {
+    std::vector<Objectives> pts;
+    auto& ex = rec["explored"] = nlohmann::json::array();
+    for (size_t i = 0; i < exploreList.size(); ++i) {
+      const auto& m = measured[i];
+      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats)} : Objectives{INFINITY, INFINITY});
+      auto j = statsJson(m.stats);
+      ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
+                    {"ok", m.ok},
+                    {"measured_step", m.step},
+                    {"predicted_step", screened[exploreList[i]].predicted},
+                    {"vnmse", j["vnmse"]},
+                    {"gain", j["gain"]}});
+    }
+    double currentStep = 0;
+    for (const auto& m : recent_) currentStep += m.step;
+    currentStep /= double(std::max<size_t>(1, recent_.size()));
+    pts.push_back(recent_.empty() ? Objectives{INFINITY, INFINITY} : Objectives{currentStep, statCost(recentStats_)});
+    auto cj = statsJson(recentStats_);
+    rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
+                      {"gain", cj["gain"]}, {"steps", recent_.size()}};
+    if (!paretoFront(pts).empty()) {
+      const size_t k = kneePoint(pts, opts_.timeWeight, opts_.kneeScale());
+      chosen = k < exploreList.size() ? exploreList[k] : -2;
+      followup_ = {};
+      followup_.step = step;
+      followup_.predicted = k < exploreList.size() ? screened[exploreList[k]].predicted : currentStep;
+      followup_.explored = pts[k].time;
+    }
+  }
+  chosen = broadcastInt(chosen);
+  const Plan pick = chosen >= 0 ? candidates_[chosen].plan : active_;
+  rec["chosen"] = pick.key();
+  rec["pinned"] = bool(opts_.pin);
+  if (chosen >= 0 && !opts_.pin) {
+    activeIndex_ = chosen;
+    applyPlan(pick, step);
+  } else {
+    // Same plan (or pinned): keep measuring it, with fresh references.
+    resetMeasurements();
+  }
+  decided_ = true;
+  lastDecision_ = step;
+  ++decisions_;
+  writeDecision(rec.dump());
+  spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,
+               opts_.pin ? "would pick" : "picked", pick.key(), exploreList.size(), rec["explore_seconds"].get<double>());
+}
+
+void Controller::save(torch::serialize::OutputArchive& ar) const {
+  ar.write("controller/state",
+           torch::tensor({double(activeIndex_), double(decided_), double(lastDecision_), double(decisions_), net_.alpha,
+                          net_.beta},
+                         torch::kDouble),
+           true);
+}
+
+void Controller::load(torch::serialize::InputArchive& ar) {
+  torch::Tensor t;
+  ar.read("controller/state", t, true);
+  GZ_CHECK(t.numel() == 6, "checkpoint: controller state has {} fields, expected 6", t.numel());
+  const auto index = int64_t(t[0].item<double>());
+  GZ_CHECK(index >= -1 && index < int64_t(candidates_.size()),
+           "checkpoint: controller plan {} is not among the {} candidates of this config", index, candidates_.size());
+  decided_ = t[1].item<double>() != 0;
+  lastDecision_ = int64_t(t[2].item<double>());
+  decisions_ = int64_t(t[3].item<double>());
+  // α and β (fields 4, 5) are kept for the record: start() probed the network
+  // as it is now, which is what the next decision should use.
+  activeIndex_ = index;
+  if (index >= 0 && !opts_.pin) applyPlan(candidates_[index].plan, lastDecision_);
+}
+
+}  // namespace gradzip::trainer

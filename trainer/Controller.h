@@ -1,0 +1,148 @@
+// The MOO controller (`compress: auto`): picks the compressor, its parameters
+// and the collective at run time, after the flexible-communication paper §3-E
+// (DIGEST.md §5), generalised from one TopK ratio to every compressor family.
+//
+// A decision, taken when a trigger fires (the first after warmup_steps; then a
+// network change or a >= 10% drift of the smoothed gain, at most every
+// min_interval steps):
+//  1. Screening (rank 0): for every candidate (trainer/Candidates.h), the
+//     single-worker codec runs on each large bucket's last gradient, giving the
+//     measured encode+decode seconds, the vNMSE and the gain
+//     E||g_c||²/E||g_e||²; the α-β cost of its exact wire bytes through its
+//     collective (trainer/PlanCost.h) gives the communication seconds. The
+//     predicted step time is the measured step time without waiting for
+//     communication plus those.
+//  2. Exploration (all ranks): the `explore` predicted-front candidates nearest
+//     the knee each train `explore_steps` real steps from an in-memory
+//     checkpoint (parameters, buffers, optimizer, residuals, step, data
+//     position, RNG) that is restored after each, so exploration never changes
+//     the model; only its wall time is charged to training time.
+//  3. Decision (rank 0, broadcast): the knee (trainer/Pareto.h) of the measured
+//     (step time, statistical cost) of the explored candidates and the current
+//     plan. Buckets below small_bucket_kb keep small_plan.
+// Every decision is appended to <run>/decisions.jsonl with its inputs (α, β,
+// every candidate's prediction and statistics, the front, the explored
+// measurements) and, followup_steps later, the then-measured step time. Each
+// rank appends its plan changes to <run>/rank<r>/plans.jsonl.
+// α and β come from the probe at start; observed collective times are compared
+// with the model's prediction every step, and a drift of their ratio beyond
+// network_drift refits α and β (comm/LinkFitter.h when identifiable, else β
+// scaled by the drift) and re-decides.
+#pragma once
+
+#include "comm/LinkFitter.h"
+#include "comm/LocalCommunicator.h"
+#include "trainer/Candidates.h"
+#include "trainer/DriftDetector.h"
+#include "trainer/GradSync.h"
+
+#include <torch/serialize/archive.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradzip::trainer {
+
+// What the trainer measured in one step.
+struct StepMeasure {
+  double step = 0;     // wall seconds of the whole step
+  double exposed = 0;  // waiting for gradient sync after backward
+  double encode = 0, decode = 0;
+};
+
+// The training loop as the controller drives it during exploration.
+class ControlledLoop {
+ public:
+  virtual ~ControlledLoop() = default;
+  // One training step under the current plans: no evaluation, checkpoint, log
+  // or progress output. Throws NonFiniteGradient like a normal step.
+  virtual StepMeasure exploreStep() = 0;
+  // The complete training state in memory, and putting it back exactly.
+  virtual std::string snapshot() = 0;
+  virtual void restore(const std::string& snapshot) = 0;
+};
+
+class Controller {
+ public:
+  // runDir: decisions.jsonl (rank 0) and rank<r>/plans.jsonl go there.
+  Controller(ControllerOptions opts, comm::Communicator& comm, GradSync& sync, std::string runDir);
+  ~Controller();
+
+  // Collective. Probes α and β and puts every bucket on its starting plan.
+  void start(int64_t step);
+  // Collective, after every training step. Returns the wall seconds it spent
+  // deciding and exploring (the caller adds them to the training time).
+  double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
+
+  const comm::NetworkParams& network() const { return net_; }
+  const std::vector<Candidate>& candidates() const { return candidates_; }
+  int64_t decisions() const { return decisions_; }
+
+  void save(torch::serialize::OutputArchive& ar) const;
+  // Restores the chosen plan, α, β and the decision bookkeeping; call before
+  // GradSync::load so the restored plan's compressor state is read.
+  void load(torch::serialize::InputArchive& ar);
+
+ private:
+  struct Screened {
+    double encodeDecode = 0, comm = 0, predicted = 0;
+    double bits = 0;  // wire bits per coordinate over the large buckets
+    CompressionStats stats;
+    bool ok = false;
+  };
+  struct Measured {
+    double step = 0;
+    CompressionStats stats;
+    bool ok = false;
+  };
+
+  void observe(const StepMeasure& m);
+  void resetMeasurements();
+  void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
+  Screened screen(const Plan& plan);
+  Measured explore(const Plan& plan, ControlledLoop& loop);
+  double statCost(const CompressionStats& s) const;
+  void applyPlan(const Plan& large, int64_t step);
+  compress::Compressor& codec(const Plan& plan);
+  double commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out);
+  int64_t broadcastInt(int64_t value);
+  void writeDecision(const std::string& json);
+
+  ControllerOptions opts_;
+  comm::Communicator& comm_;
+  GradSync& sync_;
+  std::string runDir_;
+  std::vector<Candidate> candidates_;
+  std::vector<int> large_;  // buckets the controller decides for
+  comm::LocalCommunicator local_;
+  std::map<std::string, std::unique_ptr<compress::Compressor>> codecs_;  // by plan key, for bits and screening
+
+  Plan active_;             // the large buckets' plan
+  int64_t activeIndex_ = -1;  // into candidates_, -1 = initial or pin
+  comm::NetworkParams net_;
+  comm::LinkFitter fitter_;
+  DriftDetector netDrift_, gainDrift_;
+  std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
+  bool netArmed_ = false, gainArmed_ = false;
+  bool netTriggered_ = false, gainTriggered_ = false;
+  bool decided_ = false;
+  int64_t lastDecision_ = 0;
+  int64_t decisions_ = 0;
+  std::vector<StepMeasure> recent_;  // steps on the active plan since the last decision
+  CompressionStats recentStats_;
+  double recentComm_ = 0;      // Σ observed communication seconds over recent_
+  std::vector<double> ratios_;  // the last observed/predicted communication ratios
+  // The last decision's follow-up: its step, predicted and explored step times.
+  struct Followup {
+    int64_t step = -1;
+    double predicted = 0, explored = 0, sum = 0;
+    int64_t count = 0;
+  } followup_;
+  std::ofstream planLog_;
+};
+
+}  // namespace gradzip::trainer

@@ -1,0 +1,89 @@
+// Implements trainer/ControllerOptions.h: strict parsing with file:line errors.
+#include "trainer/ControllerOptions.h"
+
+#include "compress/Factory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace gradzip::trainer {
+
+ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
+  ControllerOptions o;
+  const auto known = compress::compressorNames();
+  o.families = r.getStringList("families", o.families);
+  if (o.families.empty()) r.fail("families", "needs at least one compressor family");
+  for (const auto& f : o.families)
+    if (std::find(known.begin(), known.end(), f) == known.end())
+      r.fail("families", fmt::format("unknown compressor family '{}' (known: {})", f, fmt::join(known, ", ")));
+  o.collectives = r.getStringList("collectives", o.collectives);
+  for (const auto& c : o.collectives)
+    if (c != "engine" && c != "ring" && c != "tree" && c != "ps" && c != "allgather")
+      r.fail("collectives", fmt::format("unknown collective '{}' (engine, ring, tree, ps, allgather)", c));
+  o.ratios = r.getDoubleList("ratios", o.ratios);
+  for (double c : o.ratios)
+    if (!(c > 0 && c <= 1)) r.fail("ratios", fmt::format("compression ratios must be in (0, 1], got {}", c));
+  o.topkcBits = r.getDoubleList("topkc_bits", o.topkcBits);
+  for (double b : o.topkcBits)
+    if (!(b > 0 && b < 32)) r.fail("topkc_bits", fmt::format("bits per coordinate must be in (0, 32), got {}", b));
+  o.thcBits = r.getIntList("thc_bits", o.thcBits);
+  for (auto b : o.thcBits)
+    if (b < 1 || b > 8) r.fail("thc_bits", fmt::format("THC bits must be in [1, 8], got {}", b));
+  o.powersgdRanks = r.getIntList("powersgd_ranks", o.powersgdRanks);
+  for (auto k : o.powersgdRanks)
+    if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
+  o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
+  o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
+  o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain"});
+  o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
+  o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
+  o.explore = r.getInt("explore", o.explore, 1, 64);
+  o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
+  o.minInterval = r.getInt("min_interval", o.minInterval, 1);
+  o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
+  o.networkDrift = r.getDouble("network_drift", o.networkDrift, 0.001, 100.0);
+  o.followupSteps = r.getInt("followup_steps", o.followupSteps, 1);
+  o.smallBucketKb = r.getInt("small_bucket_kb", o.smallBucketKb, 0);
+  if (r.has("small_plan")) o.smallPlan = Plan::fromYaml(r.child("small_plan"));
+  if (r.has("initial")) o.initial = Plan::fromYaml(r.child("initial"));
+  if (r.has("pin")) o.pin = Plan::fromYaml(r.child("pin"));
+  if (r.has("probe")) {
+    auto p = r.child("probe");
+    o.probe = comm::ProbeOptions::fromYaml(p);
+  }
+  r.finish();
+  return o;
+}
+
+YAML::Node ControllerOptions::toYaml() const {
+  YAML::Node n;
+  n["name"] = "auto";
+  n["families"] = families;
+  n["collectives"] = collectives;
+  n["ratios"] = ratios;
+  n["topkc_bits"] = topkcBits;
+  n["thc_bits"] = thcBits;
+  n["powersgd_ranks"] = powersgdRanks;
+  n["time_weight"] = timeWeight;
+  n["knee"] = knee;
+  n["stat"] = stat;
+  n["warmup_steps"] = warmupSteps;
+  n["explore_steps"] = exploreSteps;
+  n["explore"] = explore;
+  n["check_every"] = checkEvery;
+  n["min_interval"] = minInterval;
+  n["gain_drift"] = gainDrift;
+  n["network_drift"] = networkDrift;
+  n["followup_steps"] = followupSteps;
+  n["small_bucket_kb"] = smallBucketKb;
+  n["small_plan"] = smallPlan.toYaml();
+  n["initial"] = initial.toYaml();
+  if (pin) n["pin"] = pin->toYaml();
+  YAML::Node p;
+  probe.toYaml(p);
+  n["probe"] = p;
+  return n;
+}
+
+}  // namespace gradzip::trainer

@@ -1,0 +1,60 @@
+// The options of the MOO controller (`compress: auto`): which plans it may
+// choose from, how it measures them, when it re-decides and how it trades time
+// against statistical cost. Defaults follow the flexible-communication paper
+// (§3-E; DIGEST.md §5: the TopK compression ratios [0.1, 0.033, 0.011, 0.004,
+// 0.001], 10 exploration iterations per candidate, re-exploration on a 10% gain
+// drift) and the end-to-end-utility paper's baselines (FP16 first).
+//
+//   compress: auto                      # all defaults
+//   compress:
+//     name: auto
+//     families: [fp16, topkc, thc]      # compressor families to consider
+//     time_weight: 0.7                  # knee preference (1: fastest, 0: most accurate)
+//     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
+#pragma once
+
+#include "comm/NetworkProbe.h"
+#include "trainer/Pareto.h"
+#include "trainer/Plan.h"
+#include "util/Yaml.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradzip::trainer {
+
+struct ControllerOptions {
+  // Compressor families; each expands into its parameter grid below, times
+  // every collective its capabilities allow (restricted to `collectives` when set).
+  std::vector<std::string> families = {"fp32", "fp16", "bf16", "topk", "topkc", "artopk", "thc", "cnat", "powersgd"};
+  std::vector<std::string> collectives;  // empty: every collective a compressor supports
+  std::vector<double> ratios = {0.1, 0.033, 0.011, 0.004, 0.001};  // topk `ratio`, artopk `cr` (paper)
+  std::vector<double> topkcBits = {0.5, 2, 8};                     // HotNets Fig. 1 budgets
+  std::vector<int64_t> thcBits = {2, 4, 8};                        // ps form; <= 4 also as the all-reduce form
+  std::vector<int64_t> powersgdRanks = {1, 4, 16};
+
+  double timeWeight = 0.5;        // Pareto.h kneePoint weight on time
+  std::string knee = "relative";  // Pareto.h KneeScale: relative | minmax
+  std::string stat = "vnmse";     // statistical cost: vnmse, or 1/gain as in the paper ("gain")
+  int64_t warmupSteps = 20;       // steps on `initial` before the first decision
+  int64_t exploreSteps = 10;      // steps per explored candidate (paper: 10); the first is not timed
+  int64_t explore = 4;            // candidates from the predicted front explored per decision
+  int64_t checkEvery = 10;        // steps between trigger checks (one 8-byte broadcast each)
+  int64_t minInterval = 100;      // steps between decisions
+  double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
+  double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
+  int64_t followupSteps = 20;     // steps after a decision whose measured step time is logged against the prediction
+  int64_t smallBucketKb = 64;     // buckets below this stay on small_plan
+  Plan smallPlan;                 // fp16@engine
+  Plan initial;                   // fp16@engine: the baseline until the first decision
+  std::optional<Plan> pin;        // pinned mode: run this plan, measure and log what auto would pick
+  comm::ProbeOptions probe;       // the α-β probe at start
+
+  KneeScale kneeScale() const { return knee == "minmax" ? KneeScale::MinMax : KneeScale::Relative; }
+
+  static ControllerOptions fromYaml(YamlReader& r);
+  YAML::Node toYaml() const;
+};
+
+}  // namespace gradzip::trainer

@@ -1,0 +1,40 @@
+// The predicted communication time of a plan: a compressor's exact bytes on the
+// wire for a bucket (Compressor::bitsPerCoordinate) charged through the α-β
+// cost of the plan's collective (flexible-communication paper Table I, Eq. 4;
+// comm/CostModel.h). Every cost here is linear in α and β, so a plan's cost for
+// one bucket is a pair of coefficients (a, m) with seconds = a·α + m·β: the same
+// pair predicts a candidate's time and turns an observed collective time into a
+// sample for refitting α and β (comm/LinkFitter.h). The controller adds the
+// candidate's measured encode/decode seconds on top.
+#pragma once
+
+#include "comm/AlphaBetaFit.h"
+#include "comm/CostModel.h"
+#include "trainer/Plan.h"
+
+#include <cstdint>
+
+namespace gradzip::trainer {
+
+// Coefficients (a, m) of one bucket of d coordinates among n ranks under
+// `plan`, whose compressor sends `bitsPerCoordinate` bits per coordinate (b).
+// With M = b·d/8 bytes:
+//   engine, ring: 2(N−1)            , 2(N−1)/N·M       (Table I, ring)
+//   tree:         2 log N            , 2 log N·M        (Table I, tree)
+//   ps (sharded): 2                  , 2(N−1)/N·M       (comm/ParameterServer.h: each
+//                 rank sends and receives (N−1)/N of the tensor, one round each way)
+//   allgather:    log N              , (N−1)·M          (Table I)
+//   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,
+//                 a log N broadcast plus the sharded all-reduce for ps
+// Schemes that need a small extra round before the data (TopKC's chunk norms,
+// PowerSGD's second all-reduce, THC's norm/range round) pay that round's
+// latency term once more. N = 1 costs nothing. `plan.collective` must be one
+// of the above (UserError otherwise).
+comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinate, int64_t d, int n);
+
+// a·α + m·β.
+inline double planSeconds(const comm::AlphaBetaSample& c, const comm::NetworkParams& p) {
+  return c.alphaCount * p.alpha + c.betaBytes * p.beta;
+}
+
+}  // namespace gradzip::trainer
