@@ -122,13 +122,13 @@ void NetEmulator::create() {
     const std::string port = fmt::format("v{}", r);
     step({"ip", "netns", "add", ns}, ns, "");
     // Created directly with one end in each namespace: nothing appears in the root namespace.
-    step({"ip", "-n", ns, "link", "add", "eth0", "mtu", mtu, "type", "veth", "peer", "name", port, "mtu", mtu,
+    step({"ip", "-n", ns, "link", "add", kRankInterface, "mtu", mtu, "type", "veth", "peer", "name", port, "mtu", mtu,
           "netns", bridgeNs_},
          bridgeNs_, port);
     cmd({"ip", "-n", bridgeNs_, "link", "set", port, "master", "br0"});
     cmd({"ip", "-n", bridgeNs_, "link", "set", port, "up"});
-    cmd({"ip", "-n", ns, "addr", "add", addresses_[r] + "/24", "dev", "eth0"});
-    cmd({"ip", "-n", ns, "link", "set", "eth0", "up"});
+    cmd({"ip", "-n", ns, "addr", "add", addresses_[r] + "/24", "dev", kRankInterface});
+    cmd({"ip", "-n", ns, "link", "set", kRankInterface, "up"});
     cmd({"ip", "-n", ns, "link", "set", "lo", "up"});
   }
 }
@@ -163,7 +163,7 @@ void NetEmulator::applyRate(std::optional<double> mbit) {
   // rank on the bridge's port.
   std::vector<std::pair<std::string, std::string>> devices;
   for (int r = 0; r < opts_.ranks; ++r) {
-    devices.emplace_back(rankNs_[r], "eth0");
+    devices.emplace_back(rankNs_[r], kRankInterface);
     devices.emplace_back(bridgeNs_, fmt::format("v{}", r));
   }
   if (!mbit) {

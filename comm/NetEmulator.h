@@ -74,6 +74,9 @@ class NetEmulator {
   NetEmulator(const NetEmulator&) = delete;
   NetEmulator& operator=(const NetEmulator&) = delete;
 
+  // The interface of every rank's namespace (besides lo).
+  static constexpr const char* kRankInterface = "eth0";
+
   int size() const { return opts_.ranks; }
   const std::string& prefix() const { return prefix_; }
   // The namespace of rank r, e.g. "gz4242-0-r1".

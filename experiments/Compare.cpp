@@ -294,9 +294,15 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     for (const auto& r : runs)
       if (r.group == g && !params) params = parametersOf(r.dir, paramCache);
     for (const auto& arm : s.arms) {
-      ArmStats a{arm.name, {}, params};
+      ArmStats a{arm.name, "", {}, params};
       for (const auto& r : runs)
-        if (r.group == g && r.arm == &arm) a.runs.push_back(readRun(r.dir, s.targets));
+        if (r.group == g && r.arm == &arm) {
+          if (a.configuredPlan.empty())
+            a.configuredPlan = !arm.ddpHook.empty() ? "ddp-" + arm.ddpHook
+                               : r.config.controller ? "auto"
+                                                     : r.config.plan.key();
+          a.runs.push_back(readRun(r.dir, s.targets));
+        }
       in.arms.push_back(std::move(a));
     }
     const std::string dir = groupDir(s, g);

@@ -94,6 +94,8 @@ std::string cell(const Spread& s, const char* unit, int decimals) {
   return out;
 }
 
+std::string planOf(const ArmStats& a, const RunStats& r) { return r.plan.empty() ? a.configuredPlan : r.plan; }
+
 std::string ratioCell(const std::optional<double>& x) { return x ? fmt::format("{:.2f}x", *x) : "n/a"; }
 
 nlohmann::json opt(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
@@ -182,7 +184,7 @@ std::string summaryMarkdown(const SummaryInput& in) {
       continue;
     }
     const bool ddp = runs.front()->ddp;
-    md += fmt::format("| {} | `{}` | {} |", a.name, runs.front()->plan,
+    md += fmt::format("| {} | `{}` | {} |", a.name, planOf(a, *runs.front()),
                       runs.size() == a.runs.size() ? std::to_string(runs.size())
                                                    : fmt::format("{}/{}", runs.size(), a.runs.size()));
     for (size_t i = 0; i < nt; ++i) md += " " + cell(ttaSpread(a, i), " s", 1) + " |";
@@ -208,7 +210,8 @@ std::string summaryMarkdown(const SummaryInput& in) {
   }
   md += "\nTTA = training wall-clock seconds (evaluation excluded) until the test metric first reaches the target; "
         "\"never\" = not reached within the budget. With repeats, cells show the mean over the runs that reached "
-        "it, [min–max], and (reached/runs) when some did not. Utility = TTA(FP16) / TTA(arm) (means) at the highest "
+        "it, [min–max], and (reached/runs) when some did not; \"never reached\" lists the targets at least one run "
+        "missed. Utility = TTA(FP16) / TTA(arm) (means) at the highest "
         "target every run of both reached; \"vs FP32\" likewise. Comm-free s = training seconds minus, per step, "
         "exposed communication + encode + decode (an optimistic bound: encode/decode count in full even where "
         "overlapped with backward); TTA / comm-free is the ratio of the two times to the highest target every run "
@@ -260,7 +263,7 @@ nlohmann::json summaryJson(const SummaryInput& in) {
       perRun.push_back({{"repeat", k}, {"ok", r.ok}, {"time_to_target", rt}, {"final_metric", num(r.finalMetric)},
                         {"train_seconds", r.trainSeconds}, {"steps", r.steps}});
     }
-    j.update({{"plan", runs.front()->plan},
+    j.update({{"plan", planOf(a, *runs.front())},
               {"time_to_target", tt},
               {"time_to_target_min", lo},
               {"time_to_target_max", hi},

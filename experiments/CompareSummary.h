@@ -41,6 +41,8 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets);
 // An arm's repeats (one RunStats each, in repeat order; some may be !ok).
 struct ArmStats {
   std::string name;
+  // The plan the arm was configured with, shown when its TTA rows carry none.
+  std::string configuredPlan;
   std::vector<RunStats> runs;
   int64_t parameters = 0;  // model parameters (0 = unknown): bits per coordinate
 };

@@ -55,6 +55,10 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   o.rankPrefix.clear();
   for (int r = 0; r < o.nprocs; ++r) o.rankPrefix.push_back(emu.execPrefix(r));
   o.env.push_back("GRADZIP_NETWORK=" + rates);
+  // Inside a namespace only eth0 reaches the other ranks. gradzip picks the
+  // address towards MASTER_ADDR itself, but PyTorch's Gloo (the DDP peer arms)
+  // would bind the hostname's address, 127.0.0.1, and never connect.
+  o.env.push_back(std::string("GLOO_SOCKET_IFNAME=") + comm::NetEmulator::kRankInterface);
   auto seen = std::make_shared<std::atomic<bool>>(false);
   if (progressDir) {
     const std::string file = progressDir->path() + "/progress";
