@@ -2,8 +2,9 @@
 // FP16 baselines are added to a suite, a PyTorch DDP peer arm runs beside the
 // gradzip arms and lands in the same summary (with bits per coordinate, shares
 // and the comm-free bound), repeats run with consecutive seeds and report their
-// spread, a rerun skips finished arms, and malformed suites are errors naming
-// the key. The dry run (called directly: experiments/Compare.h) parses every
+// spread, a network sweep runs gradzip and DDP arms inside emulated networks
+// (root only), a rerun skips finished arms, and malformed suites are errors
+// naming the key. The dry run (called directly: experiments/Compare.h) parses every
 // run's config, trains nothing, and accepts every suite in experiments/suites/.
 #include "experiments/Compare.h"
 #include "tests/testing/ThreadGroup.h"
@@ -14,6 +15,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -170,6 +173,36 @@ TEST_F(CompareTest, RepeatsRunWithConsecutiveSeedsAndReportTheSpread) {
   const std::string md = readFile(dir.path() + "/s/summary.md");
   EXPECT_NE(md.find("| fp16 | `fp16@engine` | 2 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| fp32 | (not run) |"), std::string::npos) << md;
+}
+
+TEST_F(CompareTest, NetworkSweepRunsGradzipAndDdpArmsInsideNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "network emulation needs root";
+  // A DDP peer inside a namespace must bind eth0 (GLOO_SOCKET_IFNAME) and get
+  // a config without the `network` section its reader does not know.
+  std::string path = suite("  - {name: ddp_fp16, ddp: {hook: fp16}}\n");
+  {
+    std::string text = readFile(path);
+    text.replace(text.find("suite: {name: s,"), 16,
+                 "suite: {name: s, networks: [{name: n50, mbit: 50}, {name: host}],");
+    std::ofstream(path) << text;
+  }
+  auto o = sh(binary() + " compare " + path);
+  ASSERT_EQ(o.status, 0) << o.text;
+  for (const char* net : {"n50", "host"})
+    for (const char* arm : {"fp32", "fp16", "ddp_fp16"})
+      EXPECT_TRUE(fs::exists(dir.path() + "/s/" + net + "/" + arm + "/done")) << net << "/" << arm;
+  EXPECT_NE(readFile(dir.path() + "/s/n50/fp16/arm.yaml").find("network:"), std::string::npos);
+  EXPECT_EQ(readFile(dir.path() + "/s/n50/ddp_fp16/arm.yaml").find("network:"), std::string::npos);
+  EXPECT_EQ(readFile(dir.path() + "/s/host/fp16/arm.yaml").find("network:"), std::string::npos);
+  EXPECT_NE(readFile(dir.path() + "/s/n50/fp16/environment.json").find("\"network\": \"0:50\""), std::string::npos);
+  const std::string md = readFile(dir.path() + "/s/summary.md");
+  EXPECT_NE(md.find("# s / n50 (2 ranks, network 0:50 Mbit/s): time to accuracy"), std::string::npos) << md;
+  EXPECT_NE(md.find("# s / host (2 ranks, host network): time to accuracy"), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir.path() + "/s/n50/summary.md"));
+  const auto js = nlohmann::json::parse(readFile(dir.path() + "/s/summary.json"));
+  ASSERT_TRUE(js.contains("networks")) << js.dump(2);
+  EXPECT_FALSE(armJson(js["networks"]["n50"], "ddp_fp16").is_null()) << js.dump(2);
+  EXPECT_EQ(armJson(js["networks"]["n50"], "ddp_fp16")["plan"], "ddp-fp16") << js.dump(2);
 }
 
 namespace {
