@@ -121,7 +121,9 @@ TEST_F(CompareTest, BaselinesAndADdpPeerArmShareOneSummary) {
   EXPECT_TRUE(ddp["exposed_share"].is_null()) << ddp.dump(2);
   // Utility of FP16 over itself is 1 wherever a target was reached; a target
   // nobody reached is listed as never reached.
-  if (!fp16["utility_vs_fp16"].is_null()) EXPECT_DOUBLE_EQ(fp16["utility_vs_fp16"].get<double>(), 1.0);
+  if (!fp16["utility_vs_fp16"].is_null()) {
+    EXPECT_DOUBLE_EQ(fp16["utility_vs_fp16"].get<double>(), 1.0);
+  }
   EXPECT_EQ(fp16["never_reached"].size(), fp16["reached"][0].get<int>() == 1 ? 0u : 1u) << fp16.dump(2);
 
   // A rerun trains nothing and writes the same table.
