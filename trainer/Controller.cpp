@@ -28,11 +28,12 @@ constexpr double kSmoothing = 0.1;  // weight of a new observation in the drift 
 constexpr size_t kRecentCap = 1000;
 // The network detector sees the median of the last kRatioWindow ratios of
 // observed to predicted communication time (single collective times on a
-// shared host have heavy tails), and a drift only counts when it moves the
-// communication time by at least kMinImpact of the step time: a network
-// change the step does not feel is not worth re-deciding for.
-constexpr size_t kRatioWindow = 5;
-constexpr double kMinImpact = 0.05;
+// shared host have heavy tails, and on a fast link they are mostly scheduling
+// noise), and a drift only counts when it moves the communication time by at
+// least kMinImpact of the step time: a network change the step does not feel
+// is not worth re-deciding for.
+constexpr size_t kRatioWindow = 9;
+constexpr double kMinImpact = 0.10;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -147,7 +148,7 @@ void Controller::resetMeasurements() {
   recentComm_ = 0;
   ratios_.clear();
   calibration_.clear();
-  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = false;
+  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = false;
 }
 
 double Controller::statCost(const CompressionStats& s) const {
@@ -167,6 +168,8 @@ void Controller::observe(const StepMeasure& m) {
     commCoefficientsFor(k, active_, &c);
     c.seconds = bd.communicate;
     fitter_.add(c);
+    lastSamples_.push_back(c);
+    if (lastSamples_.size() > kRatioWindow) lastSamples_.pop_front();
     observed += bd.communicate;
     predicted += planSeconds(c, net_);
   }
@@ -196,6 +199,12 @@ void Controller::observe(const StepMeasure& m) {
     if (ratios_.size() > kRatioWindow) ratios_.erase(ratios_.begin());
   }
   const bool drift = !ratios_.empty() && netDrift_.update(median(ratios_));
+  // The refit at the next decision should see the network as it is now: its
+  // window starts where the drift does.
+  if (drift && !drifting_) {
+    fitter_.clear();
+    drifting_ = true;
+  }
   const double meanStep = [&] {
     double t = 0;
     for (const auto& r : recent_) t += r.step;
@@ -203,6 +212,12 @@ void Controller::observe(const StepMeasure& m) {
   }();
   const double meanComm = recentComm_ / double(std::max<size_t>(1, recent_.size()));
   netTriggered_ = drift && netDrift_.change() * meanComm >= kMinImpact * meanStep;
+  spdlog::debug("controller: comm observed {:.3g} s, predicted {:.3g} s (ratio median {:.3g}, smoothed {:.3g}, "
+                "reference {:.3g}); gain {:.4g}{}{}",
+                observed, predicted, ratios_.empty() ? NAN : median(ratios_), netDrift_.smoothed(),
+                netDrift_.reference(), gain, netTriggered_ ? "; network changed" : "",
+                gainTriggered_ ? "; gain drifted" : "");
+  gainTriggered_ = gainDrift_.update(gain);
   gainTriggered_ = gainDrift_.update(gain);
   if (followup_.step >= 0 && followup_.count < opts_.followupSteps) {
     followup_.sum += m.step;
@@ -306,17 +321,21 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // 1. α, β: refit when the network moved (rank 0 owns them; they are logged).
   if (comm_.rank() == 0 && reason == "network") {
     const auto before = net_;
-    const auto fit = fitter_.fit();
+    const auto fit = fitter_.fit();  // observations since the drift began
     if (fit && fit->beta > 0) {
       net_ = *fit;
     } else {
       // One plan's observations share their coefficients, so α and β are not
-      // separately identifiable: charge the whole drift to β.
-      net_.beta *= netDrift_.smoothed() / netDrift_.reference();
+      // separately identifiable: keep α and take β as the median over the
+      // latest observations of (t − a·α)/m.
+      std::vector<double> betas;
+      for (const auto& o : lastSamples_)
+        if (o.betaBytes > 0) betas.push_back(std::max(0.0, o.seconds - o.alphaCount * net_.alpha) / o.betaBytes);
+      if (!betas.empty() && median(betas) > 0) net_.beta = median(betas);
     }
     rec["alpha_before"] = before.alpha;
     rec["beta_before"] = before.beta;
-    rec["refit"] = fit && fit->beta > 0 ? "least squares" : "beta scaled by the drift";
+    rec["refit"] = fit && fit->beta > 0 ? "least squares" : "beta from the latest observations";
   }
   fitter_.clear();
   rec["alpha"] = net_.alpha;

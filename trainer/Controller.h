@@ -26,8 +26,9 @@
 // rank appends its plan changes to <run>/rank<r>/plans.jsonl.
 // α and β come from the probe at start; observed collective times are compared
 // with the model's prediction every step, and a drift of their ratio beyond
-// network_drift refits α and β (comm/LinkFitter.h when identifiable, else β
-// scaled by the drift) and re-decides.
+// network_drift refits α and β (comm/LinkFitter.h over the observations since
+// the drift began when identifiable, else β from the latest observations with
+// α kept) and re-decides.
 #pragma once
 
 #include "comm/LinkFitter.h"
@@ -38,6 +39,7 @@
 
 #include <torch/serialize/archive.h>
 
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -129,6 +131,7 @@ class Controller {
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;
+  bool drifting_ = false;  // the network detector has seen drift since the last decision
   bool decided_ = false;
   int64_t lastDecision_ = 0;
   int64_t decisions_ = 0;
@@ -136,6 +139,7 @@ class Controller {
   CompressionStats recentStats_;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
   std::vector<double> ratios_;  // the last observed/predicted communication ratios
+  std::deque<comm::AlphaBetaSample> lastSamples_;  // the last observed collectives with their coefficients
   // The last decision's follow-up: its step, predicted and explored step times.
   struct Followup {
     int64_t step = -1;

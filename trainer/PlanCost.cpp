@@ -19,7 +19,7 @@ Coef collectiveCoef(const std::string& name, double bytes, int n) {
   const double N = n, logN = std::log2(N);
   if (name == "engine" || name == "ring") return {2 * (N - 1), 2 * (N - 1) / N * bytes};
   if (name == "tree") return {2 * logN, 2 * logN * bytes};
-  if (name == "ps") return {2, 2 * (N - 1) / N * bytes};
+  if (name == "ps") return {2 * (N - 1), 2 * (N - 1) / N * bytes};
   if (name == "allgather") return {logN, (N - 1) * bytes};
   throw UserError(fmt::format("plan cost: unknown collective '{}' (engine, ring, tree, ps, allgather)", name));
 }

@@ -21,8 +21,9 @@ namespace gradzip::trainer {
 // With M = b·d/8 bytes:
 //   engine, ring: 2(N−1)            , 2(N−1)/N·M       (Table I, ring)
 //   tree:         2 log N            , 2 log N·M        (Table I, tree)
-//   ps (sharded): 2                  , 2(N−1)/N·M       (comm/ParameterServer.h: each
-//                 rank sends and receives (N−1)/N of the tensor, one round each way)
+//   ps (sharded): 2(N−1)             , 2(N−1)/N·M       (comm/ParameterServer.h: each
+//                 rank sends and receives (N−1)/N of the tensor in N−1 messages of
+//                 M/N, one round each way; Table I's star form puts all on one server)
 //   allgather:    log N              , (N−1)·M          (Table I)
 //   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,
 //                 a log N broadcast plus the sharded all-reduce for ps

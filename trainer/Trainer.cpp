@@ -11,6 +11,7 @@
 #include "trainer/LrSchedule.h"
 #include "trainer/Optimizer.h"
 #include "trainer/Progress.h"
+#include "trainer/ProgressFile.h"
 #include "trainer/TtaLog.h"
 #include "util/Error.h"
 
@@ -51,6 +52,7 @@ struct Trainer::Impl final : ControlledLoop {
   std::unique_ptr<Controller> controller;  // compress: auto
   std::unique_ptr<TtaLog> tta;
   std::unique_ptr<Progress> progress;
+  ProgressFileWriter progressFile{""};  // rank 0 under an epoch rate schedule (trainer/ProgressFile.h)
   int64_t totalSteps = 0;
 
   // Progress state (checkpointed).
@@ -67,6 +69,10 @@ struct Trainer::Impl final : ControlledLoop {
   StepBreakdown acc;
   double lossSum = 0;
   int64_t accSteps = 0;
+  // Compression error on this rank, ||x_e − x_c||² and ||x_e||², summed over
+  // the steps GradSync measured (every kVnmseEvery-th, or all with the controller).
+  double errorSq = 0, inputSq = 0;
+  static constexpr int64_t kVnmseEvery = 10;
   int64_t lossSpikes = 0;
   // Cumulative over the run.
   int64_t saturated = 0;
@@ -78,7 +84,7 @@ struct Trainer::Impl final : ControlledLoop {
   // TTA rows as an uninterrupted one even when checkpoints fall between rows.
   std::vector<double*> accumulatorFields() {
     return {&acc.dataWait, &acc.compute, &acc.encode, &acc.communicate, &acc.decode, &acc.exposed,
-            &acc.optimizer, &acc.step, &lossSum, &lossEma};
+            &acc.optimizer, &acc.step, &lossSum, &lossEma, &errorSq, &inputSq};
   }
   std::vector<int64_t*> counterFields() { return {&accSteps, &lossSpikes, &saturated, &lossEmaSteps}; }
 
@@ -173,6 +179,7 @@ struct Trainer::Impl final : ControlledLoop {
       }
     }
     progress = std::make_unique<Progress>(comm.rank() == 0, totalSteps);
+    if (comm.rank() == 0) progressFile = ProgressFileWriter::fromEnv();
   }
 
   // The whole training state: model, buffers, optimizer, compressor state,
@@ -352,6 +359,18 @@ struct Trainer::Impl final : ControlledLoop {
                step, r, all[r][0].item<double>(), all[0][0].item<double>());
   }
 
+  // Tells an emulated launch with an epoch rate schedule how far training got.
+  // A failed write costs the schedule its precision, not the run: one warning.
+  void updateProgressFile() {
+    if (!progressFile.active()) return;
+    try {
+      progressFile.update(double(step) / double(train->stepsPerEpoch()));
+    } catch (const UserError& e) {
+      spdlog::warn("{}; the network schedule in epochs no longer follows this run", e.what());
+      progressFile = ProgressFileWriter("");
+    }
+  }
+
   // The plans in use, in bucket order without repeats ("fp16@engine" when
   // every bucket runs one plan; "thc{bits: 4}@ps;fp16@engine" with the
   // controller's small-bucket plan).
@@ -381,6 +400,7 @@ struct Trainer::Impl final : ControlledLoop {
     row.saturated = saturated;
     row.lossSpikes = lossSpikes;
     row.residualNorm = sync->residualNorm();
+    row.vnmse = inputSq > 0 ? errorSq / inputSq : NAN;
     if (accSteps) {
       const double k = double(accSteps);
       row.breakdown = {acc.dataWait / k, acc.compute / k, acc.encode / k, acc.communicate / k,
@@ -392,6 +412,7 @@ struct Trainer::Impl final : ControlledLoop {
     acc = {};
     lossSum = 0;
     accSteps = 0;
+    errorSq = inputSq = 0;
     lossSpikes = 0;
 
     const std::string key = primaryMetric(model->kind());
@@ -429,6 +450,8 @@ struct Trainer::Impl final : ControlledLoop {
     const double lr = schedule->at(step);
     setLearningRate(*optimizer, lr);
     optimizer->zero_grad();
+    const bool measure = controller || step % kVnmseEvery == 0;
+    sync->setMeasureCompression(measure);
     sync->beginStep(step);
     const auto tCompute = Clock::now();
     auto logits = model->forward(batch->input);
@@ -472,6 +495,11 @@ struct Trainer::Impl final : ControlledLoop {
     acc.step += stepTime;
     lossSum += std::isfinite(lossValue) ? lossValue : 0;
     ++accSteps;
+    if (measure && !skip)
+      for (int k = 0; k < sync->numBuckets(); ++k) {
+        errorSq += sync->lastStats(k).errorSq;
+        inputSq += sync->lastStats(k).inputSq;
+      }
     if (!exploring) watchLoss(lossValue);
     done.loss = lossValue;
     done.measure = {stepTime, bd.exposed, bd.encode, bd.decode};
@@ -517,6 +545,7 @@ struct Trainer::Impl final : ControlledLoop {
       const auto done = trainStep(false);
       if (!done) continue;  // an epoch ended
       progress->step(step, done->loss, double(done->samples) / done->measure.step);
+      updateProgressFile();
       if (controller) {
         const double deciding = controller->afterStep(step, done->measure, *this);
         trainSeconds += deciding;  // exploration is training time (its steps are undone, its time is not)
@@ -533,6 +562,13 @@ struct Trainer::Impl final : ControlledLoop {
       if (step % ckptEvery == 0 || last || stop) saveCheckpoint();
     }
     progress->finish();
+    if (progressFile.active()) {
+      try {
+        progressFile.flush();
+      } catch (const UserError& e) {
+        spdlog::warn("{}", e.what());
+      }
+    }
     result.steps = step;
     result.trainSeconds = trainSeconds;
     result.finalMetrics = lastMetrics;

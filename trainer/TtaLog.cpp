@@ -1,6 +1,8 @@
 // Implements trainer/TtaLog.h with nlohmann-json for the JSONL rows.
 #include "trainer/TtaLog.h"
 
+#include <cmath>
+
 #include "util/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -82,6 +84,7 @@ void TtaLog::write(const TtaRow& r) {
                       {"saturated", r.saturated},
                       {"loss_spikes", r.lossSpikes},
                       {"residual_norm", r.residualNorm},
+                      {"vnmse", std::isfinite(r.vnmse) ? nlohmann::json(r.vnmse) : nlohmann::json(nullptr)},
                       {"breakdown",
                        {{"data_wait", b.dataWait},
                         {"compute", b.compute},
@@ -96,7 +99,7 @@ void TtaLog::write(const TtaRow& r) {
   if (!headerWritten_) {
     csv_ << "train_seconds,step,epoch,samples,loss";
     for (auto* m : kMetricColumns) csv_ << ',' << m;
-    csv_ << ",lr,plan,bytes,saturated,loss_spikes,residual_norm,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
+    csv_ << ",lr,plan,bytes,saturated,loss_spikes,residual_norm,vnmse,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
     headerWritten_ = true;
   }
   csv_ << r.trainSeconds << ',' << r.step << ',' << r.epoch << ',' << r.samples << ',' << r.loss;
@@ -105,7 +108,9 @@ void TtaLog::write(const TtaRow& r) {
     csv_ << ',';
     if (it != r.metrics.end()) csv_ << it->second;
   }
-  csv_ << ',' << r.lr << ",\"" << r.plan << "\"," << r.bytes << ',' << r.saturated << ',' << r.lossSpikes << ',' << r.residualNorm << ',' << b.dataWait << ','
+  csv_ << ',' << r.lr << ",\"" << r.plan << "\"," << r.bytes << ',' << r.saturated << ',' << r.lossSpikes << ',' << r.residualNorm << ',';
+  if (std::isfinite(r.vnmse)) csv_ << r.vnmse;
+  csv_ << ',' << b.dataWait << ','
        << b.compute << ',' << b.encode << ',' << b.communicate << ',' << b.decode << ',' << b.exposed << ','
        << b.optimizer << ',' << b.step << '\n';
   csv_.flush();

@@ -3,6 +3,8 @@
 // seconds with evaluation excluded (end-to-end-utility paper, rule 1).
 #pragma once
 
+#include <cmath>
+
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -26,8 +28,11 @@ struct TtaRow {
   std::string plan;
   int64_t bytes = 0;  // cumulative payload bytes this rank sent
   int64_t saturated = 0;   // thc all-reduce: clipped coordinates so far (cumulative, like bytes)
-  int64_t lossSpikes = 0;
-  double residualNorm = 0;  // error feedback: ||e||₂ over all buckets at the row (0 without EF)  // steps since the previous row whose loss was a spike (train.loss_spike_factor)
+  int64_t lossSpikes = 0;     // steps since the previous row whose loss was a spike (train.loss_spike_factor)
+  double residualNorm = 0;  // error feedback: ||e||₂ over all buckets at the row (0 without EF)
+  // ||x_e − x_c||² / ||x_e||² of compression on rank 0, summed over the
+  // sampled steps since the previous row (NaN: not measured).
+  double vnmse = NAN;
   StepBreakdown breakdown;
 };
 

@@ -6,6 +6,7 @@
 #include "experiments/Benchmarks.h"
 #include "experiments/Compare.h"
 #include "trainer/Commands.h"
+#include "trainer/Simulate.h"
 #include "trainer/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
 #include "util/Allocator.h"
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   std::string netSpec;
   launchCmd->add_option("--net", netSpec,
                         "Emulated network (root): a rate in Mbit/s, 'unshaped', or a schedule 'SECONDS:RATE,...' "
-                        "(overrides the config's network block)");
+                        "or in epochs 'EPOCHe:RATE,...' (e.g. 0e:50,2e:10; overrides the config's network block)");
   // Everything from the first positional on (CONFIG.yaml and its train options
   // such as --resume and --set, or a COMMAND and its arguments) is passed on
   // verbatim and in order: prefix_command stops parsing there.
@@ -70,6 +71,18 @@ int main(int argc, char** argv) {
   compare->add_option("suite", cmpArgs.suite, "Suite YAML")->required()->check(CLI::ExistingFile);
   compare->add_option("--only", cmpArgs.only, "Run only these arms");
   compare->add_flag("--rerun", cmpArgs.rerun, "Rerun arms that finished before");
+  compare->add_flag("--dry-run", cmpArgs.dryRun, "Parse the suite and every run's config, print the plan, train nothing");
+
+  auto* simulate = app.add_subcommand(
+      "simulate", "Predict step time, TTA and the controller's plan for N = 2..1024 from a `compress: auto` run");
+  trainer::SimulateArgs simArgs;
+  simulate->add_option("run", simArgs.run, "Run directory of a `compress: auto` run")->required()->check(CLI::ExistingDirectory);
+  simulate->add_option("--workers", simArgs.workers, "Worker counts")->capture_default_str();
+  simulate->add_option("--mbit", simArgs.mbit, "Bandwidth in Mbit/s (default: the run's probe)");
+  simulate->add_option("--latency-ms", simArgs.latencyMs, "Latency α in ms (default: the run's probe)");
+  simulate->add_option("--validate", simArgs.validate, "Other `auto` runs whose measured step times to predict")
+      ->check(CLI::ExistingDirectory);
+  simulate->add_option("--out", simArgs.out, "Also write the report (markdown) here");
 
   auto* bench = app.add_subcommand("bench", "Microbenchmarks");
   bench->require_subcommand(1);
@@ -151,6 +164,7 @@ int main(int argc, char** argv) {
       return trainer::launchOn(lo, net);
     }
     if (*compare) return experiments::compareCommand(cmpArgs, selfExe());
+    if (*simulate) return trainer::simulateCommand(simArgs);
     if (*benchColl) return experiments::benchCollectives(bcArgs);
     if (*benchComp) return experiments::benchCompressors(bpArgs);
     if (*benchProbe) return experiments::benchProbe(prArgs);

@@ -17,7 +17,7 @@ default_hooks.fp16_compress_hook ("ddp-fp16"); powersgd = powerSGD_hook with
 rank R, error feedback and warm start ("ddp-powersgd-rR"). PowerSGD runs plain
 fp32 all-reduce for its first --powersgd-start steps (default 2, the smallest
 value torch allows with error feedback / warm start).
-Rows carry loss_spikes and residual_norm as 0 (the peer does not track them).
+Rows carry loss_spikes and residual_norm as 0 and vnmse as null (the peer does not track them).
 Supported: data.dataset fashion_mnist with resnet*/vgg*/mlp; anything else
 fails with a message. Resume, nan_policy and checksums are not implemented.
 """
@@ -42,7 +42,7 @@ import gz_models  # noqa: E402
 
 METRIC_COLUMNS = ["accuracy", "top5", "eval_loss", "mlm_accuracy", "perplexity"]  # trainer/TtaLog.cpp
 CSV_HEADER = ("train_seconds,step,epoch,samples,loss," + ",".join(METRIC_COLUMNS) +
-              ",lr,plan,bytes,saturated,loss_spikes,residual_norm,data_wait,compute,encode,communicate,decode,exposed,"
+              ",lr,plan,bytes,saturated,loss_spikes,residual_norm,vnmse,data_wait,compute,encode,communicate,decode,exposed,"
               "optimizer,step_time")
 
 
@@ -154,7 +154,7 @@ class TtaLog:
         cells = [g(row["train_seconds"]), str(row["step"]), g(row["epoch"]), str(row["samples"]), g(row["loss"])]
         cells += [g(m[k]) if k in m else "" for k in METRIC_COLUMNS]
         cells += [g(row["lr"]), f'"{row["plan"]}"', str(row["bytes"]), str(row["saturated"]), str(row["loss_spikes"]),
-                  g(row["residual_norm"])]
+                  g(row["residual_norm"]), ""]
         cells += [g(b[k]) for k in ("data_wait", "compute", "encode", "communicate", "decode", "exposed",
                                     "optimizer", "step")]
         self.csv.write(",".join(cells) + "\n")
@@ -258,7 +258,7 @@ def main():
                 log.write({"train_seconds": train_seconds, "step": step, "epoch": step / per_epoch,
                            "samples": samples, "loss": loss_sum / acc_steps, "metrics": metrics,
                            "lr": lr_at(max(0, step - 1), sched, base_lr, total, per_epoch), "plan": plan,
-                           "bytes": counter.total, "saturated": 0, "loss_spikes": 0, "residual_norm": 0.0,
+                           "bytes": counter.total, "saturated": 0, "loss_spikes": 0, "residual_norm": 0.0, "vnmse": None,
                            "breakdown": {k: acc[k] / acc_steps for k in keys}})
                 print(f"step {step}/{total} {train_seconds:.1f}s loss {loss_sum / acc_steps:.4f} "
                       f"acc {metrics['accuracy']:.4f}", flush=True)

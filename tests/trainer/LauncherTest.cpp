@@ -5,6 +5,7 @@
 // SIGKILLed launcher's run resumes to the model an uninterrupted run ends with,
 // and torchrun from the venv's torch can launch gradzip unchanged.
 #include "trainer/Launcher.h"
+#include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
 
 #include <gtest/gtest.h>
@@ -26,48 +27,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string binary() {
-  const char* b = std::getenv("GRADZIP_BINARY");
-  return b ? b : "";
-}
-
-struct Output {
-  int status = -1;
-  std::string text;
-};
-
-// Runs a shell command (stderr folded into stdout) under `timeout`, killing it
-// and its process group on expiry so a hang fails the test instead of CI.
+using gradzip::testing::Output;
+std::string binary() { return gradzip::testing::gradzipBinary(); }
 Output run(const std::string& cmd, std::chrono::seconds timeout = 60s) {
-  gradzip::testing::TempDir dir;
-  const std::string out = dir.path() + "/out.txt";
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    execl("/bin/sh", "sh", "-c", (cmd + " >" + out + " 2>&1").c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  Output o;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) {
-      o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      o.status = -2;
-      break;
-    }
-    std::this_thread::sleep_for(50ms);  // polling a child's exit, not synchronising with it
-  }
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.text = ss.str();
-  return o;
+  return gradzip::testing::runCommand(cmd, timeout);
 }
 
 bool processAlive(pid_t pid) { return kill(pid, 0) == 0; }

@@ -1,0 +1,190 @@
+// Implements trainer/Simulate.h.
+#include "trainer/Simulate.h"
+
+#include "comm/AlphaBetaFit.h"
+#include "compress/Factory.h"
+#include "trainer/Candidates.h"
+#include "trainer/Commands.h"
+#include "trainer/PlanCost.h"
+#include "trainer/TrainConfig.h"
+#include "util/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace gradzip::trainer {
+namespace {
+
+std::vector<nlohmann::json> readJsonLines(const std::string& path) {
+  std::ifstream in(path);
+  GZ_CHECK(in.good(), "cannot read {}", path);
+  std::vector<nlohmann::json> out;
+  int line = 0;
+  for (std::string text; std::getline(in, text);) {
+    ++line;
+    if (text.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(text));
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(fmt::format("{}:{}: not a JSON line ({})", path, line, e.what()));
+    }
+  }
+  return out;
+}
+
+double bitsAt(const Plan& plan, int64_t d, int n) {
+  YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
+  return compress::makeCompressor(plan.compressor, r)->bitsPerCoordinate(d, n);
+}
+
+std::string ms(double s) { return std::isfinite(s) ? fmt::format("{:.1f}", s * 1e3) : "n/a"; }
+
+}  // namespace
+
+RunProfile loadRunProfile(const std::string& dir) {
+  RunProfile p;
+  p.dir = dir;
+  const std::string log = dir + "/decisions.jsonl";
+  GZ_CHECK(std::filesystem::exists(log),
+           "{}: no decisions.jsonl; simulate reads the decision log of a run trained with `compress: auto`", dir);
+  const auto records = readJsonLines(log);
+  const nlohmann::json* last = nullptr;
+  for (const auto& r : records) {
+    if (r.value("event", "") == "start") p.worldSize = r.at("world_size").get<int>();
+    if (r.value("event", "") == "decision") last = &r;
+  }
+  GZ_CHECK(last, "{}: the run took no decision (it ended before the controller's warm-up?)", log);
+  for (const auto& r : records) {
+    if (r.value("event", "") != "followup") continue;
+    // The decision it follows up: its network and compute time.
+    for (const auto& d : records) {
+      if (d.value("event", "") != "decision" || d["step"] != r["decision_step"]) continue;
+      p.followups.push_back({planFromKey(r.at("plan").get<std::string>()), r.at("measured_step").get<double>(),
+                             d.at("base_step").get<double>(),
+                             comm::NetworkParams{d.at("alpha").get<double>(), d.at("beta").get<double>()}});
+    }
+  }
+  std::vector<double> gains;  // parallel to p.candidates
+  try {
+    p.worldSize = last->at("world_size").get<int>();
+    p.net = {last->at("alpha").get<double>(), last->at("beta").get<double>()};
+    p.baseStep = last->at("base_step").get<double>();
+    p.buckets = last->at("buckets").get<std::vector<int64_t>>();
+    for (const auto& c : last->at("candidates")) {
+      if (!c.at("ok").get<bool>() || !c.at("vnmse").is_number()) continue;  // failed screening, or NaN statistics
+      p.candidates.push_back({planFromKey(c.at("plan").get<std::string>()), c.at("encode_decode").get<double>(),
+                              c["vnmse"].get<double>()});
+      gains.push_back(c.at("gain").is_number() ? c["gain"].get<double>() : 0.0);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("{}: a decision record lacks a field ({})", log, e.what()));
+  }
+  const std::string cfgPath = dir + "/config.yaml";
+  if (std::filesystem::exists(cfgPath)) {
+    const auto cfg = TrainConfig::load(cfgPath);
+    if (cfg.controller) {
+      p.timeWeight = cfg.controller->timeWeight;
+      p.knee = cfg.controller->kneeScale();
+      if (cfg.controller->stat == "gain")  // the paper's 1/gain instead of vNMSE
+        for (size_t i = 0; i < p.candidates.size(); ++i)
+          p.candidates[i].stat = gains[i] > 0 ? 1.0 / gains[i] : INFINITY;
+    }
+    if (std::filesystem::exists(dir + "/tta.jsonl")) {
+      for (const auto& row : readJsonLines(dir + "/tta.jsonl")) {
+        const auto& m = row.at("metrics");
+        const char* key = m.contains("accuracy") ? "accuracy" : m.contains("mlm_accuracy") ? "mlm_accuracy" : nullptr;
+        if (!key) continue;
+        for (double t : cfg.train.targets)
+          if (!p.reached.count(t) && m[key].get<double>() >= t)
+            p.reached[t] = {row.at("step").get<int64_t>(), row.at("train_seconds").get<double>()};
+      }
+    }
+  }
+  GZ_CHECK(!p.candidates.empty(), "{}: the last decision has no screened candidate", log);
+  return p;
+}
+
+double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const comm::NetworkParams& net,
+                   double base) {
+  double t = base + c.encodeDecode;
+  for (int64_t d : p.buckets) t += planSeconds(planCoefficients(c.plan, bitsAt(c.plan, d, n), d, n), net);
+  return t;
+}
+
+int simulateCommand(const SimulateArgs& args) {
+  const auto p = loadRunProfile(args.run);
+  comm::NetworkParams net = p.net;
+  if (args.mbit > 0) net.beta = 8.0 / (args.mbit * 1e6);
+  if (args.latencyMs >= 0) net.alpha = args.latencyMs * 1e-3;
+  for (int n : args.workers) GZ_CHECK(n >= 2 && n <= 1 << 20, "simulate: --workers must be in [2, 2^20], got {}", n);
+
+  std::ostringstream md;
+  md << "# gradzip simulate: " << args.run << "\n\n"
+     << fmt::format("- from the run's last decision: N = {}, compute without communication {} ms per step, {} "
+                    "controlled bucket(s), {} candidate plans with measured encode/decode and statistics\n",
+                    p.worldSize, ms(p.baseStep), p.buckets.size(), p.candidates.size())
+     << fmt::format("- network: α = {:.1f} µs, {:.1f} Mbit/s{}\n", net.alpha * 1e6,
+                    comm::bandwidthBitsPerSec(net) / 1e6,
+                    args.mbit > 0 || args.latencyMs >= 0 ? " (given)" : " (the run's probe)")
+     << "- assumptions: per-worker compute and encode/decode as measured; the steps to a target do not change "
+        "with N (weak scaling); collectives cost as in the α-β model (trainer/PlanCost.h)\n\n";
+  const CandidateProfile* fp16 = nullptr;
+  for (const auto& c : p.candidates)
+    if (c.plan.key() == "fp16@engine") fp16 = &c;
+  md << "| N | controller's pick | predicted step (ms) | fp16@engine (ms) | speedup over fp16 |";
+  for (const auto& [t, at] : p.reached) md << fmt::format(" TTA to {} (s) |", t);
+  md << "\n|---:|---|---:|---:|---:|";
+  for (size_t i = 0; i < p.reached.size(); ++i) md << "---:|";
+  md << "\n";
+  for (int n : args.workers) {
+    std::vector<Objectives> pts;
+    for (const auto& c : p.candidates) pts.push_back({predictStep(p, c, n, net, p.baseStep), c.stat});
+    const size_t k = kneePoint(pts, p.timeWeight, p.knee);
+    const double base16 = fp16 ? predictStep(p, *fp16, n, net, p.baseStep) : NAN;
+    md << fmt::format("| {} | `{}` | {} | {} | {:.2f} |", n, p.candidates[k].plan.key(), ms(pts[k].time), ms(base16),
+                      base16 / pts[k].time);
+    for (const auto& [t, at] : p.reached) md << fmt::format(" {:.1f} |", double(at.first) * pts[k].time);
+    md << "\n";
+  }
+
+  if (!args.validate.empty()) {
+    md << "\n## Validation against measured runs\n\n"
+       << "Each row: a plan a run's controller settled on; predicted = that run's compute time + this run's "
+          "measured encode/decode of the plan + the α-β cost at that run's N, α and β; measured = the mean step "
+          "time of the following steps (decisions.jsonl follow-up).\n\n"
+       << "| run | N | plan | predicted (ms) | measured (ms) | error |\n|---|---:|---|---:|---:|---:|\n";
+    double worst = 0;
+    for (const auto& dir : args.validate) {
+      const auto v = loadRunProfile(dir);
+      for (const auto& f : v.followups) {
+        const CandidateProfile* c = nullptr;
+        for (const auto& cand : p.candidates)
+          if (cand.plan == f.plan) c = &cand;
+        for (const auto& cand : v.candidates)
+          if (!c && cand.plan == f.plan) c = &cand;
+        if (!c) continue;
+        const double pred = predictStep(v, *c, v.worldSize, f.net, f.baseStep);
+        const double err = (pred - f.measuredStep) / f.measuredStep;
+        worst = std::max(worst, std::abs(err));
+        md << fmt::format("| {} | {} | `{}` | {} | {} | {:+.1f}% |\n", dir, v.worldSize, f.plan.key(), ms(pred),
+                          ms(f.measuredStep), 100 * err);
+      }
+    }
+    md << fmt::format("\nLargest |error|: {:.1f}% (target <= 15%).\n", 100 * worst);
+  }
+  std::cout << md.str();
+  if (!args.out.empty()) {
+    std::ofstream f(args.out);
+    f << md.str();
+    GZ_CHECK(f.good(), "cannot write {}", args.out);
+  }
+  return 0;
+}
+
+}  // namespace gradzip::trainer
