@@ -18,6 +18,9 @@ rank R, error feedback and warm start ("ddp-powersgd-rR"). PowerSGD runs plain
 fp32 all-reduce for its first --powersgd-start steps (default 2, the smallest
 value torch allows with error feedback / warm start).
 Rows carry loss_spikes and residual_norm as 0 and vnmse as null (the peer does not track them).
+When GRADZIP_PROGRESS_FILE is set (an emulated launch with a rate schedule in
+epochs), rank 0 writes the fractional epoch (step / steps per epoch) there
+after each step, at most every 0.25 s, as trainer/ProgressFile.h does.
 Supported: data.dataset fashion_mnist with resnet*/vgg*/mlp; anything else
 fails with a message. Resume, nan_policy and checksums are not implemented.
 """
@@ -137,6 +140,45 @@ def evaluate(model, loader, max_batches):
     return {"accuracy": sums[1].item() / n, "eval_loss": sums[0].item() / n, "top5": sums[2].item() / n}
 
 
+class ProgressFile:
+    """trainer/ProgressFile.h's writer: the fractional epoch as one line ("1.250000\n"),
+    written to <path>.tmp and renamed over <path> (a reader never sees a torn
+    line), at most every `min_interval` seconds (the first update always
+    writes; flush() writes the last value). An empty path does nothing. A
+    failed write warns once and stops the writer: the schedule loses
+    precision, the run goes on (Trainer::updateProgressFile)."""
+
+    ENV = "GRADZIP_PROGRESS_FILE"
+
+    def __init__(self, path, min_interval=0.25):
+        self.path, self.min_interval = path or "", min_interval
+        self.last_write, self.value, self.pending = None, 0.0, False
+
+    def update(self, epoch):
+        if not self.path:
+            return
+        self.value, self.pending = epoch, True
+        now = time.monotonic()
+        if self.last_write is not None and now - self.last_write < self.min_interval:
+            return
+        self.last_write = now
+        self.flush()
+
+    def flush(self):
+        if not self.path or not self.pending:
+            return
+        tmp = self.path + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"{self.value:.6f}\n")
+            os.replace(tmp, self.path)
+        except OSError as e:
+            print(f"ddp_peer: progress file {self.path}: {e}; the network schedule in epochs no longer "
+                  "follows this run", file=sys.stderr, flush=True)
+            self.path = ""
+        self.pending = False
+
+
 class TtaLog:
     """tta.jsonl + tta.csv in trainer/TtaLog.cpp's row format."""
 
@@ -206,6 +248,7 @@ def main():
     opt = make_optimizer(ddp.parameters(), optim, base_lr)
     eval_every = train["eval_every"] or per_epoch
     log = TtaLog(args.out) if rank == 0 else None
+    progress = ProgressFile(os.environ.get(ProgressFile.ENV, "") if rank == 0 else "")
     if rank == 0:
         with open(os.path.join(args.out, "ddp_peer.json"), "w") as f:
             json.dump({"config": cfg, "hook": args.hook, "plan": plan, "world_size": world, "threads": threads,
@@ -245,6 +288,7 @@ def main():
         counter.total += counter.per_step
         step_time = time.perf_counter() - t_step
         train_seconds += step_time
+        progress.update(step / per_epoch)  # outside the step clock, like the trainer's
         # compute = forward + backward wall time, which includes DDP's overlapped all-reduce
         # and whatever of it is not hidden; DDP does not expose the split, so communicate,
         # encode, decode and exposed are 0 (unknown), not measured zeros.
@@ -270,6 +314,7 @@ def main():
                     bad_evals += 1
                     if bad_evals >= train["patience"]:
                         break
+    progress.flush()
     dist.barrier()
     dist.destroy_process_group()
 

@@ -6,7 +6,8 @@ plain and quoted scalars, `#` comments. Anything else (anchors, block scalars,
 tags) is rejected with the line number. `load_train_config` fills in gradzip's
 defaults for the sections the peer reads (run, model, data, optim, schedule,
 train, comm; trainer/TrainConfig.cpp, trainer/OptimOptions.cpp,
-data/DataOptions.cpp) and rejects unknown keys, so a typo is not silently
+data/DataOptions.cpp), passes over `compress` and `network`, and rejects other
+unknown keys, so a typo is not silently
 ignored. Values are not range-checked here: gradzip's own parser does that.
 """
 import re
@@ -182,7 +183,8 @@ def _block(lines, i, indent, name):
 
 
 # The sections and keys the peer reads, with gradzip's defaults. Sections the
-# peer ignores (compress: the peer's hook replaces the plan) are passed over.
+# peer ignores are passed over: compress (the peer's hook replaces the plan) and
+# network (the launcher, `gradzip launch`/`compare`, applies the emulation).
 _DEFAULTS = {
     "run": dict(name="run", out_dir="runs", seed=1, threads=0, deterministic=False),
     "optim": dict(name="sgd", lr=0.1, momentum=0.9, nesterov=False, weight_decay=5e-4, beta1=0.9, beta2=0.999,
@@ -195,7 +197,7 @@ _DEFAULTS = {
 _DATA_KEYS = {"dataset", "path", "batch_size", "eval_batch_size", "shuffle", "drop_last", "prefetch", "workers",
               "augment", "normalise", "image_size", "channels", "text"}
 _MODEL_KEYS = {"name", "in_channels", "num_classes", "resnet", "bert", "mlp"}
-_IGNORED = {"compress"}
+_IGNORED = {"compress", "network"}
 
 
 def _merge(section, given, defaults, source):
