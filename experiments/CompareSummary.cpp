@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 namespace gradzip::experiments {
@@ -107,6 +108,26 @@ const ArmStats* find(const SummaryInput& in, const char* name) {
   return nullptr;
 }
 
+// The arm's vNMSE: its runs' rows pooled, weighted by the measured steps.
+std::optional<double> vnmseOf(const ArmStats& a) {
+  double sum = 0;
+  int64_t steps = 0;
+  for (const auto* r : okRuns(a))
+    if (r->vnmseSteps > 0) {
+      sum += r->vnmse * static_cast<double>(r->vnmseSteps);
+      steps += r->vnmseSteps;
+    }
+  if (steps == 0) return std::nullopt;
+  return sum / static_cast<double>(steps);
+}
+
+// Steps s in [from, to) the trainer measured compression on (s % every == 0).
+int64_t measuredSteps(int64_t from, int64_t to, int64_t every) {
+  if (to <= from) return 0;
+  auto upTo = [every](int64_t x) { return x <= 0 ? 0 : (x - 1) / every + 1; };  // multiples of every in [0, x)
+  return upTo(to) - upTo(from);
+}
+
 std::vector<double> neverReached(const ArmStats& a, const std::vector<double>& targets) {
   std::vector<double> out;
   for (size_t i = 0; i < targets.size(); ++i)
@@ -124,6 +145,8 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
   std::string line;
   int64_t prevStep = 0, counted = 0;
   double commCost = 0;  // seconds of communication cost in the steps so far
+  const int64_t every = std::filesystem::exists(dir + "/decisions.jsonl") ? 1 : kVnmseEvery;
+  double vnmseSum = 0;
   double sum[7] = {0, 0, 0, 0, 0, 0, 0};
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
@@ -135,6 +158,11 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
     const double t = j["train_seconds"].get<double>();
     const int64_t step = j["step"].get<int64_t>();
     const int64_t n = std::max<int64_t>(0, step - prevStep);  // steps this row's breakdown covers
+    if (j.contains("vnmse") && j["vnmse"].is_number()) {
+      const int64_t w = measuredSteps(prevStep, step, every);
+      vnmseSum += j["vnmse"].get<double>() * static_cast<double>(w);
+      r.vnmseSteps += w;
+    }
     prevStep = step;
     const auto& b = j["breakdown"];
     const double v[7] = {b.value("step", 0.0),   b.value("compute", 0.0),   b.value("exposed", 0.0),
@@ -163,6 +191,7 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
     double* out[7] = {&r.step, &r.compute, &r.exposed, &r.encode, &r.decode, &r.dataWait, &r.optimizer};
     for (int k = 0; k < 7; ++k) *out[k] = sum[k] / static_cast<double>(counted);
   }
+  if (r.vnmseSteps > 0) r.vnmse = vnmseSum / static_cast<double>(r.vnmseSteps);
   r.ddp = r.plan.rfind("ddp-", 0) == 0;
   return r;
 }
@@ -197,8 +226,9 @@ std::string summaryMarkdown(const SummaryInput& in) {
     const double exposed = meanOf(a, [](const RunStats& r) { return r.exposed; });
     const double encDec = meanOf(a, [](const RunStats& r) { return r.encode + r.decode; });
     auto share = [&](double x) { return ddp || !(step > 0) ? std::string("n/a²") : fmt::format("{:.1f}%", 100 * x / step); };
+    const auto vnmse = vnmseOf(a);
     md += fmt::format(
-        " {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {} | {} | {} | n/a | {:.1f} |\n",
+        " {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {} | {} | {} | {} | {:.1f} |\n",
         cell(over(a, [](const RunStats& r) { return std::optional<double>(r.finalMetric); }), "", 4),
         ratioCell(speedup(a, fp16, nt)), ratioCell(speedup(a, fp32, nt)), never.empty() ? "none" : neverText,
         cell(over(a, [](const RunStats& r) { return std::optional<double>(r.trainSeconds); }), "", 1),
@@ -206,7 +236,8 @@ std::string summaryMarkdown(const SummaryInput& in) {
         ratio ? fmt::format("{:.2f} (@{:.3g})", ratio->first, ratio->second) : (ddp ? "n/a²" : "n/a"),
         meanOf(a, [](const RunStats& r) { return static_cast<double>(r.steps); }), step * 1e3,
         meanOf(a, [](const RunStats& r) { return r.compute; }) * 1e3, share(exposed), share(encDec),
-        bits.reached ? cell(bits, "", 2) : "n/a", meanOf(a, [](const RunStats& r) { return r.bytes / 1e6; }));
+        bits.reached ? cell(bits, "", 2) : "n/a", vnmse ? fmt::format("{:.3g}", *vnmse) : "n/a",
+        meanOf(a, [](const RunStats& r) { return r.bytes / 1e6; }));
   }
   md += "\nTTA = training wall-clock seconds (evaluation excluded) until the test metric first reaches the target; "
         "\"never\" = not reached within the budget. With repeats, cells show the mean over the runs that reached "
@@ -217,8 +248,10 @@ std::string summaryMarkdown(const SummaryInput& in) {
         "overlapped with backward); TTA / comm-free is the ratio of the two times to the highest target every run "
         "reached. Shares are of the mean step time. bits/coord = 8 x bytes this rank sent / (parameters x steps), "
         "on the wire (a ring all-reduce sends about 2(n-1)/n x the payload).\n\n"
-        "¹ vNMSE is not in the TTA rows (trainer/TtaLog.h has no such field), so it is not reported per run; "
-        "`gradzip bench compressors` measures it per compressor on synthetic gradients.\n"
+        "¹ vNMSE = ||x − C(x)||² / ||x||² of the compression on rank 0, from the TTA rows (measured every "
+        "10th step, every step under the controller): the mean over the rows that carry it, each weighted by the "
+        "steps it measured, pooled over repeats; n/a where no row carries it (DDP peers). A proxy, not the "
+        "result.\n"
         "² PyTorch DDP does not split communication out of its backward pass, so its exposed communication, "
         "encode/decode and comm-free time are unknown (not zero).\n";
   return md;
@@ -261,7 +294,7 @@ nlohmann::json summaryJson(const SummaryInput& in) {
       nlohmann::json rt = nlohmann::json::array();
       for (const auto& t : r.timeToTarget) rt.push_back(opt(t));
       perRun.push_back({{"repeat", k}, {"ok", r.ok}, {"time_to_target", rt}, {"final_metric", num(r.finalMetric)},
-                        {"train_seconds", r.trainSeconds}, {"steps", r.steps}});
+                        {"train_seconds", r.trainSeconds}, {"steps", r.steps}, {"vnmse", num(r.vnmse)}});
     }
     j.update({{"plan", planOf(a, *runs.front())},
               {"time_to_target", tt},
@@ -289,7 +322,7 @@ nlohmann::json summaryJson(const SummaryInput& in) {
               {"exposed_share", step > 0 ? unknownIfDdp(exposed / step) : nlohmann::json(nullptr)},
               {"encode_decode_share", step > 0 ? unknownIfDdp((enc + dec) / step) : nlohmann::json(nullptr)},
               {"bits_per_coordinate", bits.reached ? num(bits.mean) : nlohmann::json(nullptr)},
-              {"vnmse", nullptr},
+              {"vnmse", opt(vnmseOf(a))},
               {"bytes", num(meanOf(a, [](const RunStats& r) { return static_cast<double>(r.bytes); }))},
               {"runs", perRun}});
     out.push_back(j);

@@ -32,10 +32,21 @@ struct RunStats {
   // A PyTorch DDP peer ("ddp-..." plan): it does not split communication out
   // of compute, so exposed/encode/decode are unknown, not zero.
   bool ddp = false;
+  // vNMSE of the compression: the rows' `vnmse` (each a ratio over the steps
+  // measured since the previous row), averaged over the rows that carry one,
+  // each weighted by the measured steps it covers; vnmseSteps = that weight's
+  // total (0 and NaN: no row carries it, e.g. a DDP peer).
+  double vnmse = NAN;
+  int64_t vnmseSteps = 0;
 };
 
+// The trainer measures compression every kVnmseEvery-th step (0-based step %
+// kVnmseEvery == 0; trainer/Trainer.cpp), and every step under the controller.
+inline constexpr int64_t kVnmseEvery = 10;
+
 // Reads dir/tta.jsonl (a missing file gives ok = false). The metric is
-// `accuracy`, else `mlm_accuracy`.
+// `accuracy`, else `mlm_accuracy`. A run with dir/decisions.jsonl ran the
+// controller, so every one of its steps counts as measured for vNMSE.
 RunStats readRun(const std::string& dir, const std::vector<double>& targets);
 
 // An arm's repeats (one RunStats each, in repeat order; some may be !ok).

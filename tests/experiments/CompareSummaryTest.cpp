@@ -3,14 +3,18 @@
 // comm-free time (training seconds minus Σ steps x (exposed + encode +
 // decode)), bits per coordinate (8 x bytes / (parameters x steps)), repeats'
 // mean and range, utility over FP16 at the highest target every run reached,
-// and unknown (null) communication figures for DDP peers.
+// unknown (null) communication figures for DDP peers, and vNMSE as the mean
+// over rows weighted by the steps each measured (every 10th, or every step
+// with the controller's decisions.jsonl), pooled over repeats.
 #include "experiments/CompareSummary.h"
 #include "tests/testing/ThreadGroup.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 namespace fs = std::filesystem;
 using namespace gradzip::experiments;
@@ -21,6 +25,7 @@ struct Row {
   int64_t step;
   double seconds, metric, stepTime, exposed, encode, decode;
   int64_t bytes;
+  std::optional<double> vnmse = std::nullopt;  // written as null when absent, as trainer/TtaLog.cpp does
 };
 
 // Writes dir/name/tta.jsonl with `plan` and the rows; returns the run dir.
@@ -38,6 +43,8 @@ std::string writeRun(const std::string& dir, const std::string& name, const std:
                         {"breakdown",
                          {{"step", r.stepTime}, {"compute", r.stepTime / 2}, {"exposed", r.exposed},
                           {"encode", r.encode}, {"decode", r.decode}, {"data_wait", 0.0}, {"optimizer", 0.0}}}};
+    if (r.vnmse) j["vnmse"] = *r.vnmse;
+    else j["vnmse"] = nullptr;
     out << j.dump() << "\n";
   }
   return run;
@@ -117,4 +124,44 @@ TEST(CompareSummary, RepeatsUtilityBitsAndDdpUnknowns) {
       << md;
   EXPECT_NE(md.find(" 1.55 (@0.7) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 8.00 | n/a |"), std::string::npos) << md;
+}
+
+TEST(CompareSummary, VnmseIsTheMeasuredStepWeightedMeanOverRows) {
+  gradzip::testing::TempDir dir;
+  // Rows at steps 10, 30, 45 cover steps [0, 10), [10, 30), [30, 45); the
+  // trainer measures steps 0 | 10, 20 | 30, 40: 1, 2, 2 of them. The middle
+  // row carries no vNMSE (null) and does not count.
+  const std::vector<Row> rows = {{10, 1.0, 0.5, 0.1, 0, 0, 0, 100, 0.2},
+                                 {30, 3.0, 0.6, 0.1, 0, 0, 0, 300, std::nullopt},
+                                 {45, 4.5, 0.7, 0.1, 0, 0, 0, 450, 0.5}};
+  const RunStats fixed = readRun(writeRun(dir.path(), "fixed", "thc{bits: 4}@ps", rows), kTargets);
+  EXPECT_EQ(fixed.vnmseSteps, 3);
+  EXPECT_DOUBLE_EQ(fixed.vnmse, (0.2 * 1 + 0.5 * 2) / 3);
+  // A controller run (decisions.jsonl) measures every step: weights 10 and 15.
+  const std::string ctl = writeRun(dir.path(), "ctl", "fp16@engine", rows);
+  std::ofstream(ctl + "/decisions.jsonl") << "{}\n";
+  const RunStats auto_ = readRun(ctl, kTargets);
+  EXPECT_EQ(auto_.vnmseSteps, 25);
+  EXPECT_DOUBLE_EQ(auto_.vnmse, (0.2 * 10 + 0.5 * 15) / 25);
+  // Repeats pool their rows: a second run measuring steps 0 and 10 at 0.1.
+  const RunStats second =
+      readRun(writeRun(dir.path(), "fixed.r1", "thc{bits: 4}@ps", {{20, 2.0, 0.5, 0.1, 0, 0, 0, 200, 0.1}}), kTargets);
+  EXPECT_EQ(second.vnmseSteps, 2);
+  std::vector<Row> peerRows = rows;
+  for (auto& r : peerRows) r.vnmse.reset();  // a DDP peer writes null
+  const RunStats ddp = readRun(writeRun(dir.path(), "ddp", "ddp-fp16", peerRows), kTargets);
+  EXPECT_EQ(ddp.vnmseSteps, 0);
+  EXPECT_TRUE(std::isnan(ddp.vnmse));
+
+  SummaryInput in{"t", kTargets, {}};
+  in.arms.push_back({"fp16", "fp16@engine", {readRun(writeRun(dir.path(), "fp16", "fp16@engine", baseRows(1.0)), kTargets)}, 100});
+  in.arms.push_back({"thc4", "thc{bits: 4}@ps", {fixed, second}, 100});
+  in.arms.push_back({"ddp", "ddp-fp16", {ddp}, 100});
+  const auto js = summaryJson(in);
+  EXPECT_TRUE(js[0]["vnmse"].is_null());  // every row null
+  EXPECT_DOUBLE_EQ(js[1]["vnmse"].get<double>(), (0.2 * 1 + 0.5 * 2 + 0.1 * 2) / 5);  // 0.28
+  EXPECT_DOUBLE_EQ(js[1]["runs"][0]["vnmse"].get<double>(), 0.4);
+  EXPECT_TRUE(js[2]["vnmse"].is_null());
+  const std::string md = summaryMarkdown(in);
+  EXPECT_NE(md.find("| 0.28 | 0.0 |"), std::string::npos) << md;  // vNMSE, then MB sent (450 B)
 }
