@@ -347,8 +347,12 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   double base = 0;
   std::vector<Screened> screened(candidates_.size());
   if (comm_.rank() == 0) {
-    for (const auto& m : recent_) base += m.step - m.exposed;
-    base /= double(std::max<size_t>(1, recent_.size()));
+    double compute = 0;
+    for (const auto& m : recent_) {
+      base += m.step - m.encode - m.communicate - m.decode;
+      compute += m.compute;
+    }
+    base = std::max(base, compute) / double(std::max<size_t>(1, recent_.size()));
     std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
     auto& cands = rec["candidates"] = nlohmann::json::array();
     for (size_t i = 0; i < candidates_.size(); ++i) {

@@ -10,8 +10,11 @@
 //     measured encode+decode seconds, the vNMSE and the gain
 //     E||g_c||²/E||g_e||²; the α-β cost of its exact wire bytes through its
 //     collective (trainer/PlanCost.h) gives the communication seconds. The
-//     predicted step time is the measured step time without waiting for
-//     communication plus those.
+//     predicted step time is the base (the measured step time minus the
+//     current plan's own encode, communicate and decode seconds, but at least
+//     the forward+backward time) plus those: for the current plan the
+//     prediction is the measured step, and waits for slower ranks stay in the
+//     base.
 //  2. Exploration (all ranks): the `explore` predicted-front candidates nearest
 //     the knee each train `explore_steps` real steps from an in-memory
 //     checkpoint (parameters, buffers, optimizer, residuals, step, data
@@ -52,8 +55,9 @@ namespace gradzip::trainer {
 // What the trainer measured in one step.
 struct StepMeasure {
   double step = 0;     // wall seconds of the whole step
+  double compute = 0;  // forward + backward
   double exposed = 0;  // waiting for gradient sync after backward
-  double encode = 0, decode = 0;
+  double encode = 0, communicate = 0, decode = 0;  // the sync's own work (comm thread)
 };
 
 // The training loop as the controller drives it during exploration.

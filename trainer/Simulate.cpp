@@ -126,8 +126,9 @@ int simulateCommand(const SimulateArgs& args) {
 
   std::ostringstream md;
   md << "# gradzip simulate: " << args.run << "\n\n"
-     << fmt::format("- from the run's last decision: N = {}, compute without communication {} ms per step, {} "
-                    "controlled bucket(s), {} candidate plans with measured encode/decode and statistics\n",
+     << fmt::format("- from the run's last decision: N = {}, base step {} ms (step time minus the running plan's "
+                    "own encode, communicate and decode; at least forward+backward), {} controlled bucket(s), {} "
+                    "candidate plans with measured encode/decode and statistics\n",
                     p.worldSize, ms(p.baseStep), p.buckets.size(), p.candidates.size())
      << fmt::format("- network: α = {:.1f} µs, {:.1f} Mbit/s{}\n", net.alpha * 1e6,
                     comm::bandwidthBitsPerSec(net) / 1e6,
@@ -155,7 +156,7 @@ int simulateCommand(const SimulateArgs& args) {
 
   if (!args.validate.empty()) {
     md << "\n## Validation against measured runs\n\n"
-       << "Each row: a plan a run's controller settled on; predicted = that run's compute time + this run's "
+       << "Each row: a plan a run's controller settled on; predicted = that run's base step + this run's "
           "measured encode/decode of the plan + the α-β cost at that run's N, α and β; measured = the mean step "
           "time of the following steps (decisions.jsonl follow-up).\n\n"
        << "| run | N | plan | predicted (ms) | measured (ms) | error |\n|---|---:|---|---:|---:|---:|\n";

@@ -502,7 +502,7 @@ struct Trainer::Impl final : ControlledLoop {
       }
     if (!exploring) watchLoss(lossValue);
     done.loss = lossValue;
-    done.measure = {stepTime, bd.exposed, bd.encode, bd.decode};
+    done.measure = {stepTime, compute, bd.exposed, bd.encode, bd.communicate, bd.decode};
     return done;
   }
 
