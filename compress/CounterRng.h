@@ -26,6 +26,14 @@ inline float uniform01(uint64_t seed, uint64_t i) {
   return static_cast<float>(randomBits(seed, i) >> 40) * (1.0f / 16777216.0f);
 }
 
+// The same grid from half a word, so one word serves two coordinates: i takes
+// the upper 24 bits of the low (even i) or high (odd i) 32-bit half of word
+// i/2. Used where the noise is drawn per coordinate in bulk (THC's uniform SQ).
+inline float uniform01Half(uint64_t seed, uint64_t i) {
+  const uint32_t half = static_cast<uint32_t>(randomBits(seed, i / 2) >> (32 * (i & 1)));
+  return static_cast<float>(half >> 8) * (1.0f / 16777216.0f);
+}
+
 // A derived stream: independent of `seed`'s own stream for distinct `salt`s.
 inline uint64_t deriveSeed(uint64_t seed, uint64_t salt) { return mix64(seed ^ mix64(salt + 0x632be59bd9b4e019ULL)); }
 

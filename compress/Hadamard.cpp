@@ -4,6 +4,7 @@
 #include "compress/Hadamard.h"
 
 #include "compress/CounterRng.h"
+#include "compress/FwhtRegisters.h"
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>
@@ -40,24 +41,7 @@ void butterflies(float* x, int64_t n, int64_t hFrom, int64_t hTo) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Strides 1, 2, 4 and 8 of one 16-float group in a register: each stride is
-// one lane permutation p and r = v·(±1) + p, i.e. u + v in the lower and u − v
-// in the upper lane of each pair. Multiplying by ±1 is exact and the FMA rounds
-// once, so this equals butterflies(x, 16, 1, 16) bit for bit.
-__attribute__((target("avx512f"))) inline __m512 strides1to8(__m512 v) {
-  const __m512i p1 = _mm512_set_epi32(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1);
-  const __m512i p2 = _mm512_set_epi32(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2);
-  const __m512i p4 = _mm512_set_epi32(11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5, 4);
-  const __m512i p8 = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
-  const __m512 s1 = _mm512_set_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);
-  const __m512 s2 = _mm512_set_ps(-1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1);
-  const __m512 s4 = _mm512_set_ps(-1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1);
-  const __m512 s8 = _mm512_set_ps(-1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, 1, 1, 1, 1);
-  v = _mm512_fmadd_ps(v, s1, _mm512_permutexvar_ps(p1, v));
-  v = _mm512_fmadd_ps(v, s2, _mm512_permutexvar_ps(p2, v));
-  v = _mm512_fmadd_ps(v, s4, _mm512_permutexvar_ps(p4, v));
-  return _mm512_fmadd_ps(v, s8, _mm512_permutexvar_ps(p8, v));
-}
+using fwht::strides1to8;
 
 // Strides 1 .. 8 of every 16-float group of x[0, n).
 __attribute__((target("avx512f"))) void smallStrides512(float* x, int64_t n) {
@@ -74,16 +58,7 @@ __attribute__((target("avx512f"))) void strides256(float* x, int64_t n) {
     __m512 v[16];
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) v[r] = strides1to8(_mm512_loadu_ps(x + i + 16 * r));
-#pragma GCC unroll 4
-    for (int h = 1; h < 16; h *= 2)  // register strides 1, 2, 4, 8 = element strides 16 .. 128
-#pragma GCC unroll 16
-      for (int r = 0; r < 16; r += 2 * h)
-#pragma GCC unroll 16
-        for (int j = r; j < r + h; ++j) {
-          const __m512 u = v[j], w = v[j + h];
-          v[j] = _mm512_add_ps(u, w);
-          v[j + h] = _mm512_sub_ps(u, w);
-        }
+    fwht::registerLevels<16>(v);  // element strides 16 .. 128
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) _mm512_storeu_ps(x + i + 16 * r, v[r]);
   }

@@ -42,9 +42,10 @@ bool haveAvx512();
 // into sq[0, ceil(d/C)); returns allFinite(x), decided in the same pass.
 bool chunkSquaredNorms(const float* x, int64_t d, int64_t C, float* sq);
 
-// out[k] = uniform01(seed, first + k) for k < n (compress/CounterRng.h), the
-// same numbers as the scalar stream, eight splitmix64 words per AVX-512 step.
-void uniform01Fill(uint64_t seed, uint64_t first, int64_t n, float* out);
+// out[k] = uniform01Half(seed, first + k) for k < n (compress/CounterRng.h),
+// the same numbers as the scalar stream, eight splitmix64 words (sixteen
+// numbers) per AVX-512 step.
+void uniform01HalfFill(uint64_t seed, uint64_t first, int64_t n, float* out);
 
 // A 1-D tensor of `n` elements of `dtype` for a kernel's output: `cache` itself
 // when nobody else holds it (no other tensor or view shares its storage), so a

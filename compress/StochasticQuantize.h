@@ -30,7 +30,8 @@ class TableQuantizer {
 };
 
 // Uniform SQ of y (any real, callers clamp to their range) to the integers
-// floor(y) or floor(y)+1; noise: uniform01(seed, offset + k).
+// floor(y) or floor(y)+1; noise: uniform01Half(seed, offset + k) (two
+// coordinates per counter word; THC's fused kernels draw the same numbers).
 void quantizeUniform(const float* y, int64_t n, uint64_t seed, int64_t offset, int32_t* out);
 
 }  // namespace gradzip::compress

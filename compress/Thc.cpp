@@ -203,8 +203,12 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   return out;
 }
 
+double Thc::rangeScale(const RandomizedHadamard& rht) const {
+  return tp_ / std::sqrt(static_cast<double>(rht.blockSize()));
+}
+
 at::Tensor Thc::rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) const {
-  return (norms.to(at::kDouble) * (tp_ / std::sqrt(static_cast<double>(rht.blockSize())))).to(at::kFloat).contiguous();
+  return (norms.to(at::kDouble) * rangeScale(rht)).to(at::kFloat).contiguous();
 }
 
 at::Tensor Thc::allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
@@ -230,12 +234,17 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
     GZ_CHECK(x.numel() > 0, "thc: empty gradient");
     ScopedPhase timer(ctx.times, &PhaseTimes::encode);
     const auto rht = rotation(x.numel());
+    // One rank, so no norm round: the block norms come out of the rotation pass.
+    at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
+    thc::NormsInPass fused;
+    fused.norms = norms.data_ptr<float>();
+    fused.rangeScale = rangeScale(rht);
+    at::Tensor words = thc::rotateQuantizePack(x.data_ptr<float>(), nullptr, rht, options_.bits, fieldBits(),
+                                               ctx.sharedSeed(), ctx.privateSeed(), scratch_, wordCache_, &fused);
+    requireFinite(fused.finite, "thc");
     Payload p;
-    p.tensors.push_back(allReduceNorms(x, rht));
-    const at::Tensor range = rangeOf(p.tensors[0], rht);
-    p.tensors.push_back(thc::rotateQuantizePack(x.data_ptr<float>(), range.data_ptr<float>(), rht, options_.bits,
-                                                fieldBits(), ctx.sharedSeed(), ctx.privateSeed(), scratch_,
-                                                wordCache_));
+    p.tensors.push_back(norms);
+    p.tensors.push_back(words);
     return p;
   }
   checkGradient(x, "thc");
@@ -258,10 +267,17 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
   ScopedPhase timer(ctx.times, &PhaseTimes::decode);
   const auto rht = rotation(d);
   GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == rht.numBlocks(), "thc: malformed payload for d = {}", d);
+  if (options_.deployment == "allreduce") {
+    // Thc::rangeOf without tensor temporaries (the same double product, rounded once).
+    const at::Tensor norms = p.tensors[0].cpu().contiguous();
+    const float* l = norms.data_ptr<float>();
+    const double scale = rangeScale(rht);
+    ranges_.resize(static_cast<size_t>(rht.numBlocks()));
+    for (int64_t b = 0; b < rht.numBlocks(); ++b) ranges_[b] = static_cast<float>(static_cast<double>(l[b]) * scale);
+    return thc::unpackInverse(p.tensors[1], ranges_.data(), rht, options_.bits, fieldBits(), 1, ctx.sharedSeed(),
+                              scratch_, meanCache_);
+  }
   auto range = rangeOf(p.tensors[0], rht);
-  if (options_.deployment == "allreduce")
-    return thc::unpackInverse(p.tensors[1], range.data_ptr<float>(), rht, options_.bits, fieldBits(), 1,
-                              ctx.sharedSeed(), scratch_, meanCache_);
   at::Tensor sums;
   if (options_.deployment == "ps") {
     const int g = granularityFor(1);

@@ -98,7 +98,9 @@ class Thc : public Compressor {
                            int n) const;
   Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
   Aggregated aggregateAllReduce(const at::Tensor& x, Context& ctx);
-  // THC Alg. 3, M = t_p · l / sqrt(B) per block (float32 [numBlocks]).
+  // THC Alg. 3, M = t_p · l / sqrt(B) per block (float32 [numBlocks]):
+  // float(double(l) · rangeScale) with rangeScale = t_p / sqrt(B) in double.
+  double rangeScale(const RandomizedHadamard& rht) const;
   at::Tensor rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) const;
   // allreduce deployment on CPU: block norms, rejecting non-finite x (UserError).
   at::Tensor allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht);
@@ -108,7 +110,7 @@ class Thc : public Compressor {
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
   // allreduce fast path: one rotation block, and output buffers reused while no
   // caller holds them (simd::reusableBuffer).
-  std::vector<float> scratch_;
+  std::vector<float> scratch_, ranges_;
   at::Tensor wordCache_, meanCache_, appliedCache_;
 };
 

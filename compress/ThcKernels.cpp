@@ -1,13 +1,17 @@
-// Implements compress/ThcKernels.h. Work goes tile by tile (at most kTile
-// coordinates of one block), so the uniform noise and the codes of a tile stay
-// in L1 between the loops that produce and consume them. Byte words (field
-// widths 2, 4 and 8) take the fused path; other widths pack through
-// SaturatingPackedSum with the same codes.
+// Implements compress/ThcKernels.h. Blocks of 2^8..2^12 coordinates with 4- or
+// 8-bit fields go to the AVX-512 kernels of compress/ThcBlock512.h where the
+// CPU has them (which also fuse the codec's block norms into the rotation
+// pass); the portable path below does the same arithmetic. It works tile by
+// tile (at most kTile coordinates of one block), so the uniform noise and the
+// codes of a tile stay in L1 between the loops that produce and consume them.
+// Byte words (field widths 2, 4 and 8) take the fused path; other widths pack
+// through SaturatingPackedSum with the same codes.
 #include "compress/ThcKernels.h"
 
 #include "compress/CounterRng.h"
 #include "compress/SaturatingPackedSum.h"
 #include "compress/SimdKernels.h"
+#include "compress/ThcBlock512.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -167,6 +171,15 @@ bool byteWords(int fieldBits) { return fieldBits == 2 || fieldBits == 4 || field
 
 bool blockNorms(const float* x, const RandomizedHadamard& rht, float* norms) {
   const int64_t d = rht.dim(), B = rht.blockSize();
+  if (block512::supportsBlock(B)) {  // the summation order of rotateQuantizePack's fused norms
+    bool finite = true;
+    for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+      const double sq = block512::sumSquares(x + b * B, std::min(d, (b + 1) * B) - b * B, B);
+      finite = finite && std::isfinite(sq);  // x² never overflows in double
+      norms[b] = static_cast<float>(std::sqrt(sq));
+    }
+    return finite;
+  }
   uint32_t expMax = 0;
   for (int64_t b = 0; b < rht.numBlocks(); ++b) {
     const int64_t lo = b * B, hi = std::min(d, lo + B);
@@ -179,19 +192,47 @@ bool blockNorms(const float* x, const RandomizedHadamard& rht, float* norms) {
 
 at::Tensor rotateQuantizePack(const float* x, const float* range, const RandomizedHadamard& rht, int bits,
                               int fieldBits, uint64_t sharedSeed, uint64_t seed, std::vector<float>& scratch,
-                              at::Tensor& cache) {
+                              at::Tensor& cache, NormsInPass* fused) {
   const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
   const float L = static_cast<float>((1 << (bits - 1)) - 1);
   const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));  // RandomizedHadamard::forward
   const int32_t Lf = (1 << (fieldBits - 1)) - 1;       // the field's own offset
   const int32_t shift = Lf - static_cast<int32_t>(L);  // codes are c + L; fields hold c + Lf
-  alignas(64) float u[kTile];
-  alignas(64) int32_t codes[kTile];
   scratch.resize(static_cast<size_t>(B));
   float* R = scratch.data();
   const bool fast = byteWords(fieldBits);
   at::Tensor words = fast ? simd::reusableBuffer(cache, SaturatingPackedSum::numWords(dp, fieldBits), at::kByte)
                           : at::Tensor();
+  if (block512::supports(B, fieldBits)) {
+    uint8_t* out = words.data_ptr<uint8_t>();
+    uint64_t signs[4096 / 64];
+    for (int64_t b = 0; b < rht.numBlocks(); ++b) {
+      const int64_t lo = b * B;
+      block512::signWords(sharedSeed, static_cast<uint64_t>(lo / 64), B / 64, signs);
+      const double sq = block512::rotateGroups(x + lo, std::min(d, lo + B) - lo, signs, B, fused != nullptr, R);
+      float m;
+      if (fused) {  // blockNorms, then Thc::rangeOf
+        const float norm = static_cast<float>(std::sqrt(sq));
+        fused->norms[b] = norm;
+        fused->finite = fused->finite && std::isfinite(sq);  // x² never overflows in double
+        m = static_cast<float>(static_cast<double>(norm) * fused->rangeScale);
+      } else {
+        m = range[b];
+      }
+      block512::quantizeColumns(R, lo, B, inv, L / m, !(m > 0), L, Lf, fieldBits, seed, out + lo * fieldBits / 8);
+    }
+    return words;
+  }
+  std::vector<float> ranges;
+  if (fused) {
+    fused->finite = blockNorms(x, rht, fused->norms);
+    ranges.resize(static_cast<size_t>(rht.numBlocks()));
+    for (int64_t b = 0; b < rht.numBlocks(); ++b)
+      ranges[b] = static_cast<float>(static_cast<double>(fused->norms[b]) * fused->rangeScale);
+    range = ranges.data();
+  }
+  alignas(64) float u[kTile];
+  alignas(64) int32_t codes[kTile];
   at::Tensor all = fast ? at::Tensor() : at::empty({dp}, at::kInt);
   for (int64_t b = 0; b < rht.numBlocks(); ++b) {
     const int64_t lo = b * B, hi = std::min(d, lo + B);
@@ -203,7 +244,7 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
     const float scale = L / m;  // Thc::quantize: R·(L/m)
     for (int64_t t = 0; t < B; t += kTile) {
       const int64_t len = std::min(kTile, B - t);
-      simd::uniform01Fill(seed, static_cast<uint64_t>(lo + t), len, u);
+      simd::uniform01HalfFill(seed, static_cast<uint64_t>(lo + t), len, u);
 #if defined(__x86_64__) && defined(__GNUC__)
       if (haveAvx512())
         tileCodes512(R + t, u, len, inv, scale, !(m > 0), L, codes);
@@ -235,6 +276,18 @@ at::Tensor unpackInverse(const at::Tensor& wordsIn, const float* range, const Ra
   if (!byteWords(fieldBits)) sums = SaturatingPackedSum::unpack(words, fieldBits, dp);
   at::Tensor out = simd::reusableBuffer(cache, d, at::kFloat);
   const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));
+  if (block512::supports(B, fieldBits)) {
+    const uint8_t* in = words.data_ptr<uint8_t>();
+    float* o = out.data_ptr<float>();
+    uint64_t signs[4096 / 64];
+    for (int64_t b = 0; b < rht.numBlocks() && b * B < d; ++b) {
+      const int64_t lo = b * B;
+      block512::signWords(sharedSeed, static_cast<uint64_t>(lo / 64), B / 64, signs);
+      block512::dequantizeGroups(in + lo * fieldBits / 8, B, fieldBits, Lf, static_cast<float>(n), range[b] / L, y);
+      block512::inverseColumns(y, std::min(d, lo + B) - lo, signs, B, inv, o + lo);
+    }
+    return out;
+  }
   for (int64_t b = 0; b < rht.numBlocks() && b * B < d; ++b) {
     const float ml = range[b] / L;  // Thc::dequantizeSum: (s/n)·(M/L)
     if (byteWords(fieldBits)) {

@@ -4,8 +4,8 @@
 // single NaN or Inf at any position is detected, reusable buffers are never
 // handed out while a caller holds them, chunk norms equal the plain sums of
 // squares, and C_nat's vectorised encoder/decoder equal naturalEncode /
-// naturalDecode element by element, and the vectorised uniform stream equals
-// CounterRng's.
+// naturalDecode element by element (on wide and on gradient-like inputs, and
+// for every code byte), and the vectorised uniform stream equals CounterRng's.
 #include "compress/SimdKernels.h"
 
 #include "comm/LocalCommunicator.h"
@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -117,8 +118,8 @@ TEST(SimdKernels, UniformStreamEqualsCounterRng) {
   for (uint64_t first : {0ULL, 5ULL, (1ULL << 40) + 3}) {
     const int64_t n = 67;
     std::vector<float> u(n);
-    simd::uniform01Fill(0xABCDEFULL, first, n, u.data());
-    for (int64_t k = 0; k < n; ++k) EXPECT_EQ(u[k], uniform01(0xABCDEFULL, first + k)) << first << " " << k;
+    simd::uniform01HalfFill(0xABCDEFULL, first, n, u.data());
+    for (int64_t k = 0; k < n; ++k) EXPECT_EQ(u[k], uniform01Half(0xABCDEFULL, first + k)) << first << " " << k;
   }
 }
 
@@ -151,12 +152,17 @@ TEST(SimdKernels, NaturalCompressionCodecEqualsScalarDefinition) {
   x.narrow(0, 0, 200).mul_(1e14);              // some above 2^10 (clipped)
   x[5] = 0.0f;
   x[6] = -0.0f;
+  // Gradient-like magnitudes (2^-49 .. 2^10 after rounding): whole 64-steps of
+  // the AVX-512 encoder's fast path, then one step with a zero (its exact path).
+  at::Tensor typical = at::randn({n}, at::make_generator<at::CPUGeneratorImpl>(12)).mul_(1e-3);
+  typical[1000] = 0.0f;
+  for (const at::Tensor& in : {x, typical})
   for (const char* opts : {"{deterministic: false}", "{deterministic: true}"}) {
     auto c = makeCompressor("cnat", opts);
-    Payload p = c->encode(x, ctx);
+    Payload p = c->encode(in, ctx);
     const bool stochastic = std::string(opts).find("false") != std::string::npos;
     const uint8_t* codes = p.tensors[0].data_ptr<uint8_t>();
-    const float* xs = x.data_ptr<float>();
+    const float* xs = in.data_ptr<float>();
     int64_t mismatches = 0;
     for (int64_t i = 0; i < n; ++i)
       mismatches += codes[i] != naturalEncode(xs[i], naturalNoise(ctx.privateSeed(), i), stochastic);
@@ -165,6 +171,23 @@ TEST(SimdKernels, NaturalCompressionCodecEqualsScalarDefinition) {
     int64_t wrong = 0;
     for (int64_t i = 0; i < n; ++i) wrong += y[i].item<float>() != naturalDecode(codes[i]);
     EXPECT_EQ(wrong, 0) << opts;
+  }
+}
+
+// Every one of the 256 byte values decodes as naturalDecode (the table-driven
+// AVX-512 decoder included: 4 x 64 codes, then a scalar tail).
+TEST(SimdKernels, NaturalDecodeOfEveryByte) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  auto c = makeCompressor("cnat", "{}");
+  const int64_t n = 256 + 7;
+  Payload p;
+  p.tensors.push_back(at::empty({n}, at::kByte));
+  for (int64_t i = 0; i < n; ++i) p.tensors[0].data_ptr<uint8_t>()[i] = static_cast<uint8_t>(i % 256);
+  const at::Tensor y = c->decode(p, n, ctx);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = naturalDecode(static_cast<uint8_t>(i % 256)), got = y[i].item<float>();
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "code " << i % 256;
   }
 }
 

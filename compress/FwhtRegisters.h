@@ -1,0 +1,51 @@
+// Butterfly levels of the fast Walsh–Hadamard transform (THC §5.1) on data
+// held in AVX-512 registers, shared by compress/Hadamard.cpp and THC's fused
+// block kernels (compress/ThcBlock512.cpp): element strides 1..8 inside one
+// 16-float register, and register strides between registers of an array. A
+// level maps (a, b) to (a + b, a − b) for every pair at its stride; any code
+// that applies the levels in increasing stride order computes every output
+// with the same float operations as the plain butterfly loops (tested bit for
+// bit in tests/compress/HadamardTest.cpp and ThcTest.cpp). x86-64 with GCC or
+// Clang only; callers check AVX-512 F at run time.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+namespace gradzip::compress::fwht {
+
+// Strides 1, 2, 4 and 8 of one 16-float group in a register: each stride is
+// one lane permutation p (swap neighbours, pairs, 128-bit quarters, 256-bit
+// halves; in-lane shuffles for the first two, which are cheaper than a full
+// permute) and r = v·(±1) + p, i.e. u + v in the lower and u − v in the upper
+// lane of each pair. Multiplying by ±1 is exact and the FMA rounds once, so
+// this equals the plain butterflies on those 16 floats bit for bit.
+__attribute__((target("avx512f"), always_inline)) inline __m512 strides1to8(__m512 v) {
+  const __m512 s1 = _mm512_set_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);
+  const __m512 s2 = _mm512_set_ps(-1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1);
+  const __m512 s4 = _mm512_set_ps(-1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1);
+  const __m512 s8 = _mm512_set_ps(-1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, 1, 1, 1, 1);
+  v = _mm512_fmadd_ps(v, s1, _mm512_permute_ps(v, 0xB1));            // lanes 1,0,3,2 of each quarter
+  v = _mm512_fmadd_ps(v, s2, _mm512_permute_ps(v, 0x4E));            // lanes 2,3,0,1
+  v = _mm512_fmadd_ps(v, s4, _mm512_shuffle_f32x4(v, v, 0xB1));      // quarters 1,0,3,2
+  return _mm512_fmadd_ps(v, s8, _mm512_shuffle_f32x4(v, v, 0x4E));   // quarters 2,3,0,1
+}
+
+// Register strides 1, 2, .., N/2 over v[0, N) (N a power of two): element
+// strides 16·1 .. 16·N/2 when v[r] holds floats 16r .. 16r + 15 of a group.
+template <int N>
+__attribute__((target("avx512f"), always_inline)) inline void registerLevels(__m512* v) {
+#pragma GCC unroll 8
+  for (int h = 1; h < N; h *= 2)
+#pragma GCC unroll 16
+    for (int r = 0; r < N; r += 2 * h)
+#pragma GCC unroll 16
+      for (int j = r; j < r + h; ++j) {
+        const __m512 u = v[j], w = v[j + h];
+        v[j] = _mm512_add_ps(u, w);
+        v[j + h] = _mm512_sub_ps(u, w);
+      }
+}
+
+}  // namespace gradzip::compress::fwht
+#endif
