@@ -24,6 +24,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // the new plan's own level, not the model's (the α-β model of a ping-pong
 // probe predicts c10d's collectives only up to a constant factor).
 constexpr size_t kCalibration = 10;
+constexpr int64_t kGainSettle = 50;  // steps on a plan before its gain becomes the reference
 constexpr double kSmoothing = 0.1;  // weight of a new observation in the drift averages
 constexpr size_t kRecentCap = 1000;
 // The network detector sees the median of the last kRatioWindow ratios of
@@ -46,12 +47,13 @@ nlohmann::json statsJson(const CompressionStats& s) {
   return {{"vnmse", s.errorSq / in}, {"gain", s.appliedSq / in}};
 }
 
-enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3 };
+enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4 };
 const char* reasonName(int64_t r) {
   switch (r) {
     case kInitial: return "initial";
     case kNetwork: return "network";
     case kGain: return "gain";
+    case kStepTime: return "step_time";
     default: return "none";
   }
 }
@@ -64,6 +66,7 @@ Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSyn
       runDir_(std::move(runDir)),
       candidates_(makeCandidates(opts_)),
       netDrift_(opts_.networkDrift, kSmoothing, kCalibration),
+      stepDrift_(opts_.networkDrift, kSmoothing, kCalibration),
       gainDrift_(opts_.gainDrift, kSmoothing, kCalibration) {
   for (int k = 0; k < sync_.numBuckets(); ++k)
     if (sync_.bucketNumel(k) * 4 >= opts_.smallBucketKb * 1024) large_.push_back(k);
@@ -148,7 +151,10 @@ void Controller::resetMeasurements() {
   recentComm_ = 0;
   ratios_.clear();
   calibration_.clear();
-  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = false;
+  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = false;
+  gainSeen_ = 0;
+  changeSince_ = -1;
+  steps_.clear();
 }
 
 double Controller::statCost(const CompressionStats& s) const {
@@ -177,20 +183,26 @@ void Controller::observe(const StepMeasure& m) {
     recent_.push_back(m);
     recentComm_ += observed;
   }
+  steps_.push_back(m.step);
+  if (steps_.size() > kRatioWindow) steps_.erase(steps_.begin());
   recentStats_ += stats;
   const double gain = stats.inputSq > 0 ? stats.appliedSq / stats.inputSq : NAN;
   const double ratio = predicted > 0 ? observed / predicted : NAN;
-  // Calibrate both references on the first observations of a plan, then watch.
-  if (!netArmed_ || !gainArmed_) {
-    if (std::isfinite(ratio) && std::isfinite(gain) && ratio > 0 && gain > 0) calibration_.push_back(ratio);
+  // Calibrate the references on the first observations of a plan, then
+  // watch. The gain of an error-feedback compressor keeps moving while its
+  // residual builds up after a switch, so its reference waits longer.
+  if (!gainArmed_ && ++gainSeen_ >= kGainSettle) {
+    const double g = recentStats_.inputSq > 0 ? recentStats_.appliedSq / recentStats_.inputSq : 0;
+    if (g > 0) {
+      gainDrift_.reset(g);
+      gainArmed_ = true;
+    }
+  }
+  if (!netArmed_) {
+    if (std::isfinite(ratio) && ratio > 0) calibration_.push_back(ratio);
     if (calibration_.size() == kCalibration) {
       netDrift_.reset(median(calibration_));
       netArmed_ = true;
-      const double g = recentStats_.inputSq > 0 ? recentStats_.appliedSq / recentStats_.inputSq : 0;
-      if (g > 0) {
-        gainDrift_.reset(g);
-        gainArmed_ = true;
-      }
     }
     return;
   }
@@ -212,13 +224,16 @@ void Controller::observe(const StepMeasure& m) {
   }();
   const double meanComm = recentComm_ / double(std::max<size_t>(1, recent_.size()));
   netTriggered_ = drift && netDrift_.change() * meanComm >= kMinImpact * meanStep;
+  // The step time against the one the last decision measured for its plan: a
+  // network change the ratio detector calibrated itself into (it happened
+  // right after a decision) still shows here.
+  stepTriggered_ = stepArmed_ && stepDrift_.update(median(steps_));
   spdlog::debug("controller: comm observed {:.3g} s, predicted {:.3g} s (ratio median {:.3g}, smoothed {:.3g}, "
                 "reference {:.3g}); gain {:.4g}{}{}",
                 observed, predicted, ratios_.empty() ? NAN : median(ratios_), netDrift_.smoothed(),
                 netDrift_.reference(), gain, netTriggered_ ? "; network changed" : "",
                 gainTriggered_ ? "; gain drifted" : "");
-  gainTriggered_ = gainDrift_.update(gain);
-  gainTriggered_ = gainDrift_.update(gain);
+  gainTriggered_ = gainArmed_ && gainDrift_.update(gain);
   if (followup_.step >= 0 && followup_.count < opts_.followupSteps) {
     followup_.sum += m.step;
     if (++followup_.count == opts_.followupSteps) {
@@ -241,10 +256,18 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
   int64_t reason = kNone;
   if (comm_.rank() == 0) {
+    // A network or step-time change must persist for kRatioWindow steps
+    // before it is acted on: by then the latest observations (α-β refit, the
+    // running plan's step time) all see the new network, not a mix, and a
+    // burst of noise has passed.
+    const bool changed = netTriggered_ || stepTriggered_;
+    if (!changed) changeSince_ = -1;
+    else if (changeSince_ < 0) changeSince_ = step;
+    const bool settled = changed && step - changeSince_ >= int64_t(kRatioWindow);
     if (!decided_)
       reason = kInitial;
     else if (step - lastDecision_ >= opts_.minInterval)
-      reason = netTriggered_ ? kNetwork : gainTriggered_ ? kGain : kNone;
+      reason = settled ? (netTriggered_ ? kNetwork : kStepTime) : gainTriggered_ ? kGain : kNone;
   }
   reason = broadcastInt(reason);
   if (reason == kNone) return 0;
@@ -318,24 +341,37 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop)
 void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
   const int n = comm_.size();
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
-  // 1. α, β: refit when the network moved (rank 0 owns them; they are logged).
-  if (comm_.rank() == 0 && reason == "network") {
+  // 1. α, β when the network moved: the robust fit of the collectives observed
+  // since the drift began where they identify both (several bucket sizes or
+  // collectives); otherwise (one plan, one bucket: all observations share
+  // their coefficients) a fresh probe, which every rank joins.
+  if (reason == "network" || reason == "step_time") {
     const auto before = net_;
-    const auto fit = fitter_.fit();  // observations since the drift began
-    if (fit && fit->beta > 0) {
-      net_ = *fit;
+    std::optional<comm::NetworkParams> fit;
+    if (comm_.rank() == 0) fit = fitter_.fit();
+    if (broadcastInt(fit && fit->beta > 0 ? 1 : 0)) {
+      if (comm_.rank() == 0) net_ = *fit;
+      rec["refit"] = "least squares over the observed collectives";
     } else {
-      // One plan's observations share their coefficients, so α and β are not
-      // separately identifiable: keep α and take β as the median over the
-      // latest observations of (t − a·α)/m.
-      std::vector<double> betas;
-      for (const auto& o : lastSamples_)
-        if (o.betaBytes > 0) betas.push_back(std::max(0.0, o.seconds - o.alphaCount * net_.alpha) / o.betaBytes);
-      if (!betas.empty() && median(betas) > 0) net_.beta = median(betas);
+      net_ = comm::probe(comm_, opts_.probe);
+      rec["refit"] = "probe";
+      // A token-bucket shaper lets the probe's small messages through at
+      // line rate (its burst), so the probe can see a fast link that the
+      // running plan's collectives do not: β from those observations,
+      // (t − a·α)/m, wins when it is the slower.
+      if (comm_.rank() == 0) {
+        std::vector<double> betas;
+        for (const auto& o : lastSamples_)
+          if (o.betaBytes > 0) betas.push_back(std::max(0.0, o.seconds - o.alphaCount * net_.alpha) / o.betaBytes);
+        if (!betas.empty() && median(betas) > net_.beta) {
+          rec["beta_probe"] = net_.beta;
+          net_.beta = median(betas);
+          rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
+        }
+      }
     }
     rec["alpha_before"] = before.alpha;
     rec["beta_before"] = before.beta;
-    rec["refit"] = fit && fit->beta > 0 ? "least squares" : "beta from the latest observations";
   }
   fitter_.clear();
   rec["alpha"] = net_.alpha;
@@ -379,16 +415,23 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     const auto front = paretoFront(pts);
     rec["front"] = front;
     // The knee first, then the knee of what is left, and so on.
+    // After a network change the running plan's own recent steps straddle
+    // the change, so it is explored afresh like the others; otherwise its
+    // recent steps measure it.
+    const bool remeasure = reason == "network" || reason == "step_time";
     auto remaining = pts;
     for (int64_t e = 0; e < opts_.explore && !front.empty(); ++e) {
       if (paretoFront(remaining).empty()) break;
       const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       remaining[i] = {INFINITY, INFINITY};
-      if (candidates_[i].plan == active_) continue;  // measured by the steps already taken
+      if (candidates_[i].plan == active_) continue;
       exploreList.push_back(int64_t(i));
     }
+    if (remeasure)
+      for (size_t i = 0; i < candidates_.size(); ++i)
+        if (candidates_[i].plan == active_ && screened[i].ok) exploreList.push_back(int64_t(i));
   }
-  auto list = torch::full({opts_.explore + 1}, int64_t(-1), torch::kLong);
+  auto list = torch::full({opts_.explore + 2}, int64_t(-1), torch::kLong);  // + the running plan
   list[0] = int64_t(exploreList.size());
   for (size_t i = 0; i < exploreList.size(); ++i) list[i + 1] = exploreList[i];
   comm_.broadcast(list, 0).wait();
@@ -409,6 +452,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
 
   // 4. The knee of the measured points (the current plan from its recent steps).
   int64_t chosen = -2;  // -2: keep the current plan
+  double stepRef = 0;   // the chosen plan's measured step time
   if (comm_.rank() == 0) {
     std::vector<Objectives> pts;
     auto& ex = rec["explored"] = nlohmann::json::array();
@@ -423,10 +467,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                     {"vnmse", j["vnmse"]},
                     {"gain", j["gain"]}});
     }
-    double currentStep = 0;
-    for (const auto& m : recent_) currentStep += m.step;
-    currentStep /= double(std::max<size_t>(1, recent_.size()));
-    pts.push_back(recent_.empty() ? Objectives{INFINITY, INFINITY} : Objectives{currentStep, statCost(recentStats_)});
+    // The running plan's step time now: the median of its latest steps (its
+    // mean since the last decision would hide a network that just changed).
+    const double currentStep = steps_.empty() ? INFINITY : median(steps_);
+    const bool remeasured = std::find_if(exploreList.begin(), exploreList.end(), [&](int64_t i) {
+                              return candidates_[i].plan == active_;
+                            }) != exploreList.end();
+    pts.push_back(std::isfinite(currentStep) && !remeasured ? Objectives{currentStep, statCost(recentStats_)}
+                                                            : Objectives{INFINITY, INFINITY});
     auto cj = statsJson(recentStats_);
     rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
                       {"gain", cj["gain"]}, {"steps", recent_.size()}};
@@ -437,6 +485,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       followup_.step = step;
       followup_.predicted = k < exploreList.size() ? screened[exploreList[k]].predicted : currentStep;
       followup_.explored = pts[k].time;
+      stepRef = pts[k].time;
     }
   }
   chosen = broadcastInt(chosen);
@@ -449,6 +498,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   } else {
     // Same plan (or pinned): keep measuring it, with fresh references.
     resetMeasurements();
+  }
+  if (std::isfinite(stepRef) && stepRef > 0) {
+    stepDrift_.reset(stepRef);
+    stepArmed_ = true;
   }
   decided_ = true;
   lastDecision_ = step;

@@ -29,9 +29,9 @@
 // rank appends its plan changes to <run>/rank<r>/plans.jsonl.
 // α and β come from the probe at start; observed collective times are compared
 // with the model's prediction every step, and a drift of their ratio beyond
-// network_drift refits α and β (comm/LinkFitter.h over the observations since
-// the drift began when identifiable, else β from the latest observations with
-// α kept) and re-decides.
+// network_drift (or of the step time against the one measured for the chosen
+// plan when it was chosen: trigger "step_time") refits α and β (comm/LinkFitter.h over the observations since
+// the drift began when they identify both, else a fresh probe) and re-decides.
 #pragma once
 
 #include "comm/LinkFitter.h"
@@ -131,11 +131,15 @@ class Controller {
   int64_t activeIndex_ = -1;  // into candidates_, -1 = initial or pin
   comm::NetworkParams net_;
   comm::LinkFitter fitter_;
-  DriftDetector netDrift_, gainDrift_;
+  DriftDetector netDrift_, gainDrift_, stepDrift_;
+  std::vector<double> steps_;  // the last step times (median for stepDrift_)
+  bool stepArmed_ = false, stepTriggered_ = false;
+  int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;
-  bool drifting_ = false;  // the network detector has seen drift since the last decision
+  bool drifting_ = false;
+  int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started  // the network detector has seen drift since the last decision
   bool decided_ = false;
   int64_t lastDecision_ = 0;
   int64_t decisions_ = 0;

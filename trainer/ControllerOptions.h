@@ -2,8 +2,9 @@
 // choose from, how it measures them, when it re-decides and how it trades time
 // against statistical cost. Defaults follow the flexible-communication paper
 // (§3-E; DIGEST.md §5: the TopK compression ratios [0.1, 0.033, 0.011, 0.004,
-// 0.001], 10 exploration iterations per candidate, re-exploration on a 10% gain
-// drift) and the end-to-end-utility paper's baselines (FP16 first).
+// 0.001], re-exploration on a 10% gain drift; exploration is 6 steps per
+// candidate rather than the paper's 10, settable) and the end-to-end-utility
+// paper's baselines (FP16 first).
 //
 //   compress: auto                      # all defaults
 //   compress:
@@ -38,10 +39,12 @@ struct ControllerOptions {
   std::string knee = "relative";  // Pareto.h KneeScale: relative | minmax
   std::string stat = "vnmse";     // statistical cost: vnmse, or 1/gain as in the paper ("gain")
   int64_t warmupSteps = 20;       // steps on `initial` before the first decision
-  int64_t exploreSteps = 10;      // steps per explored candidate (paper: 10); the first is not timed
-  int64_t explore = 4;            // candidates from the predicted front explored per decision
+  // Steps per explored candidate, the first untimed. The paper uses 10; 6
+  // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
+  int64_t exploreSteps = 6;
+  int64_t explore = 3;            // candidates from the predicted front explored per decision
   int64_t checkEvery = 10;        // steps between trigger checks (one 8-byte broadcast each)
-  int64_t minInterval = 100;      // steps between decisions
+  int64_t minInterval = 200;      // steps between decisions
   double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
   double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
   int64_t followupSteps = 20;     // steps after a decision whose measured step time is logged against the prediction
