@@ -79,7 +79,7 @@ RunProfile loadRunProfile(const std::string& dir) {
     for (const auto& c : last->at("candidates")) {
       if (!c.at("ok").get<bool>() || !c.at("vnmse").is_number()) continue;  // failed screening, or NaN statistics
       p.candidates.push_back({planFromKey(c.at("plan").get<std::string>()), c.at("encode_decode").get<double>(),
-                              c["vnmse"].get<double>()});
+                              c["vnmse"].get<double>(), c.at("bits").get<double>()});
       gains.push_back(c.at("gain").is_number() ? c["gain"].get<double>() : 0.0);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -113,7 +113,10 @@ RunProfile loadRunProfile(const std::string& dir) {
 double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const comm::NetworkParams& net,
                    double base) {
   double t = base + c.encodeDecode;
-  for (int64_t d : p.buckets) t += planSeconds(planCoefficients(c.plan, bitsAt(c.plan, d, n), d, n), net);
+  for (int64_t d : p.buckets) {
+    const double bits = c.bits + bitsAt(c.plan, d, n) - bitsAt(c.plan, d, p.worldSize);
+    t += planSeconds(planCoefficients(c.plan, bits, d, n), net);
+  }
   return t;
 }
 

@@ -27,6 +27,7 @@ struct CandidateProfile {
   Plan plan;
   double encodeDecode = 0;  // seconds per step over the controlled buckets (measured)
   double stat = 0;          // the run's statistical cost (vNMSE or 1/gain)
+  double bits = 0;          // wire bits per coordinate at the run's N, as screened (shape-aware)
 };
 
 struct RunProfile {
@@ -54,7 +55,11 @@ struct RunProfile {
 // the run was not `compress: auto` or never decided.
 RunProfile loadRunProfile(const std::string& dir);
 
-// base + Σ over the buckets (encode/decode + a·α + m·β at n ranks).
+// base + encode/decode + Σ over the buckets of a·α + m·β at n ranks, with the
+// bits per coordinate as screened at the run's N plus how the compressor's
+// formula changes from that N to n (shape-aware schemes such as PowerSGD
+// know their layout only after a first encode, so the screened value is the
+// exact one).
 double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const comm::NetworkParams& net,
                    double base);
 

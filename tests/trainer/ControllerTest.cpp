@@ -9,6 +9,7 @@
 #include "tests/testing/ThreadGroup.h"
 #include "trainer/Candidates.h"
 #include "trainer/PlanCost.h"
+#include "trainer/Simulate.h"
 #include "trainer/Trainer.h"
 
 #include <gtest/gtest.h>
@@ -305,4 +306,53 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   std::cout << "link slowed at step >= " << applied << " (slow TTA window from " << slowRow << "); " << seen << "\n";
   EXPECT_TRUE(checked) << "no decision saw the slow link; " << seen;
   EXPECT_EQ(jsonLines(run + "/rank0/plans.jsonl"), jsonLines(run + "/rank1/plans.jsonl"));
+}
+
+TEST(Simulate, PredictsFromTheDecisionLog) {
+  // A hand-written decision log: N = 2, α = 1 ms, 100 Mbit/s, one bucket of
+  // 10^6 coordinates, base step 50 ms; fp16@engine (16 bits, 2 ms codec) and
+  // topk{ratio: 0.01}@allgather (0.48 bits, 5 ms codec).
+  gradzip::testing::TempDir dir;
+  const double beta = 8.0 / 100e6;
+  {
+    std::ofstream f(dir.path() + "/decisions.jsonl");
+    f << R"({"event":"start","world_size":2,"alpha":0.001,"beta":)" << beta << "}\n"
+      << R"({"event":"decision","step":20,"world_size":2,"alpha":0.001,"beta":)" << beta
+      << R"(,"base_step":0.05,"buckets":[1000000],"candidates":[)"
+      << R"({"plan":"fp16@engine","ok":true,"bits":16,"encode_decode":0.002,"vnmse":1e-8,"gain":1},)"
+      << R"({"plan":"topk{ratio: 0.01}@allgather","ok":true,"bits":0.48,"encode_decode":0.005,"vnmse":0.5,"gain":0.5},)"
+      << R"({"plan":"cnat@ps","ok":false,"bits":8,"encode_decode":0,"vnmse":null,"gain":null}]})" << "\n"
+      << R"({"event":"followup","decision_step":20,"plan":"fp16@engine","measured_step":0.4})" << "\n";
+  }
+  const auto p = trainer::loadRunProfile(dir.path());
+  ASSERT_EQ(p.candidates.size(), 2u);  // the failed screening is not a candidate
+  EXPECT_EQ(p.worldSize, 2);
+  // fp16 over a ring at N = 8: 50 + 2 ms + Table I's ring cost of 2 MB.
+  const auto net = comm::NetworkParams{0.001, beta};
+  EXPECT_NEAR(trainer::predictStep(p, p.candidates[0], 8, net, p.baseStep),
+              0.052 + comm::ringAllReduceCost(2e6, 8, net), 1e-9);
+  // TopK all-gathers 0.48 bits x 10^6 / 8 = 60 kB from each of N − 1 peers.
+  EXPECT_NEAR(trainer::predictStep(p, p.candidates[1], 8, net, p.baseStep),
+              0.055 + comm::allGatherCost(60000, 8, net), 1e-9);
+  ASSERT_EQ(p.followups.size(), 1u);
+  EXPECT_EQ(p.followups[0].plan.key(), "fp16@engine");
+  // The report. N = 2: TopK at 60.8 ms against fp16's 214 ms is worth its
+  // 0.5 vNMSE. N = 64: TopK's all-gather grows with N − 1 (63 x 60 kB), fp16's
+  // ring does not; the relative knee, ((t − t_min)/t_min, vNMSE), gives fp16
+  // (0.36, 0) distance 0.25 against TopK's (0, 0.5) 0.35.
+  trainer::SimulateArgs args;
+  args.run = dir.path();
+  args.workers = {2, 64};
+  args.validate = {dir.path()};
+  args.out = dir.path() + "/sim.md";
+  ASSERT_EQ(trainer::simulateCommand(args), 0);
+  std::ifstream in(args.out);
+  const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| 2 | `topk{ratio: 0.01}@allgather` | 60.8 | 214.0 | 3.52 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 64 | `fp16@engine` | 493.0 | 493.0 | 1.00 |"), std::string::npos) << md;
+  // Validation: fp16 at N = 2 predicted 50 + 2 + ring(2 MB) = 214 ms against 400 ms measured.
+  EXPECT_NE(md.find("| " + dir.path() + " | 2 | `fp16@engine` | 214.0 | 400.0 | -46.5% |"), std::string::npos) << md;
+  // A run without a decision log is a clear error.
+  gradzip::testing::TempDir empty;
+  EXPECT_THROW(trainer::loadRunProfile(empty.path()), UserError);
 }
