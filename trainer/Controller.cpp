@@ -139,7 +139,12 @@ void Controller::start(int64_t step) {
 
 void Controller::applyPlan(const Plan& large, int64_t step) {
   active_ = large;
-  for (int k : large_) sync_.setPlan(k, large);
+  activeCoef_.clear();
+  for (int k : large_) {
+    sync_.setPlan(k, large);
+    activeCoef_.emplace_back();
+    commCoefficientsFor(k, large, &activeCoef_.back());
+  }
   planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}}.dump() << "\n";
   planLog_.flush();
   resetMeasurements();
@@ -148,7 +153,7 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
 void Controller::resetMeasurements() {
   recent_.clear();
   recentStats_ = {};
-  recentComm_ = 0;
+  recentComm_ = recentStep_ = 0;
   ratios_.clear();
   calibration_.clear();
   netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = false;
@@ -166,12 +171,11 @@ double Controller::statCost(const CompressionStats& s) const {
 void Controller::observe(const StepMeasure& m) {
   CompressionStats stats;
   double observed = 0, predicted = 0;
-  for (int k : large_) {
-    stats += sync_.lastStats(k);
-    const auto& bd = sync_.lastBreakdown(k);
+  for (size_t i = 0; i < large_.size(); ++i) {
+    stats += sync_.lastStats(large_[i]);
+    const auto& bd = sync_.lastBreakdown(large_[i]);
     if (!(bd.communicate > 0)) continue;
-    comm::AlphaBetaSample c;
-    commCoefficientsFor(k, active_, &c);
+    comm::AlphaBetaSample c = activeCoef_[i];  // fixed while the plan is (applyPlan)
     c.seconds = bd.communicate;
     fitter_.add(c);
     lastSamples_.push_back(c);
@@ -182,6 +186,7 @@ void Controller::observe(const StepMeasure& m) {
   if (recent_.size() < kRecentCap) {
     recent_.push_back(m);
     recentComm_ += observed;
+    recentStep_ += m.step;
   }
   steps_.push_back(m.step);
   if (steps_.size() > kRatioWindow) steps_.erase(steps_.begin());
@@ -217,12 +222,8 @@ void Controller::observe(const StepMeasure& m) {
     fitter_.clear();
     drifting_ = true;
   }
-  const double meanStep = [&] {
-    double t = 0;
-    for (const auto& r : recent_) t += r.step;
-    return t / double(std::max<size_t>(1, recent_.size()));
-  }();
-  const double meanComm = recentComm_ / double(std::max<size_t>(1, recent_.size()));
+  const double kept = double(std::max<size_t>(1, recent_.size()));
+  const double meanStep = recentStep_ / kept, meanComm = recentComm_ / kept;
   netTriggered_ = drift && netDrift_.change() * meanComm >= kMinImpact * meanStep;
   // The step time against the one the last decision measured for its plan: a
   // network change the ratio detector calibrated itself into (it happened

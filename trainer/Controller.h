@@ -128,6 +128,7 @@ class Controller {
   std::map<std::string, std::unique_ptr<compress::Compressor>> codecs_;  // by plan key, for bits and screening
 
   Plan active_;             // the large buckets' plan
+  std::vector<comm::AlphaBetaSample> activeCoef_;  // its α-β coefficients per large bucket
   int64_t activeIndex_ = -1;  // into candidates_, -1 = initial or pin
   comm::NetworkParams net_;
   comm::LinkFitter fitter_;
@@ -146,6 +147,7 @@ class Controller {
   std::vector<StepMeasure> recent_;  // steps on the active plan since the last decision
   CompressionStats recentStats_;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
+  double recentStep_ = 0;      // Σ step seconds over recent_
   std::vector<double> ratios_;  // the last observed/predicted communication ratios
   std::deque<comm::AlphaBetaSample> lastSamples_;  // the last observed collectives with their coefficients
   // The last decision's follow-up: its step, predicted and explored step times.

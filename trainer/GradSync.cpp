@@ -231,12 +231,16 @@ void GradSync::syncBucket(Bucket& b) {
   compress::PhaseTimes times;
   compress::Context ctx{comm_, coll, cname, b.layout, opts_.seed, index, step_, &times};
   // The error-fed input, before aggregate() moves the residual on.
+  // Buffers are kept per bucket: measuring runs every step under the controller.
   torch::Tensor input;
   if (measure_) {
-    if (!b.input.defined()) b.input = torch::empty_like(b.flat);
+    if (!b.input.defined()) {
+      b.input = torch::empty_like(b.flat);
+      b.scratch = torch::empty_like(b.flat);
+    }
     b.input.copy_(b.flat);
     const auto* ef = dynamic_cast<const compress::ErrorFeedback*>(&c);
-    input = ef && ef->residual().defined() ? b.flat + ef->residual() : b.input;
+    input = ef && ef->residual().defined() ? at::add_out(b.scratch, b.flat, ef->residual()) : b.input;
   }
   const auto t0 = Clock::now();
   auto agg = c.aggregate(b.flat, ctx);
@@ -244,9 +248,10 @@ void GradSync::syncBucket(Bucket& b) {
   b.stats = {};
   if (measure_ && agg.localApplied.defined()) {
     const auto applied = agg.localApplied.to(torch::kFloat).reshape(-1);
-    b.stats.inputSq = input.square().sum().item<double>();
-    b.stats.appliedSq = applied.square().sum().item<double>();
-    b.stats.errorSq = (input - applied).square().sum().item<double>();
+    b.stats.inputSq = at::dot(input, input).item<double>();
+    b.stats.appliedSq = at::dot(applied, applied).item<double>();
+    const auto diff = at::sub_out(b.scratch, input, applied);  // may overwrite input (then no longer needed)
+    b.stats.errorSq = at::dot(diff, diff).item<double>();
   }
   b.flat.copy_(agg.mean);
   b.last.encode = times.encode;

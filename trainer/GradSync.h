@@ -135,7 +135,8 @@ class GradSync {
     std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
     SyncBreakdown last;
     CompressionStats stats;
-    torch::Tensor input;  // measuring: the local gradient before aggregation
+    torch::Tensor input;    // measuring: the local gradient before aggregation
+    torch::Tensor scratch;  // measuring: gradient + residual, then the compression error
   };
 
   void onGrad(int param, const torch::Tensor& grad);

@@ -7,6 +7,7 @@
 // naming the key. The dry run (called directly: experiments/Compare.h) parses every
 // run's config, trains nothing, and accepts every suite in experiments/suites/.
 #include "experiments/Compare.h"
+#include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
 #include "trainer/BuildInfo.h"
 #include "trainer/TrainConfig.h"
@@ -29,22 +30,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string text;
-};
-
-// Runs a shell command, stderr folded into stdout.
-Output sh(const std::string& cmd) {
-  Output o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) o.text += buf;
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using gradzip::testing::Output;
+// Runs a shell command, stderr folded into stdout, killed after 600 s.
+Output sh(const std::string& cmd) { return gradzip::testing::runCommand(cmd, std::chrono::seconds(600)); }
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);

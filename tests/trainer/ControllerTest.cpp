@@ -7,6 +7,7 @@
 #include "compress/Factory.h"
 #include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
+#include "tests/trainer/TrainerTesting.h"
 #include "trainer/Candidates.h"
 #include "trainer/PlanCost.h"
 #include "trainer/Simulate.h"
@@ -39,20 +40,9 @@ std::vector<nlohmann::json> jsonLines(const std::string& path) {
 }
 
 trainer::TrainConfig config(const std::string& outDir, const std::string& compress, int64_t steps) {
-  const std::string text = "run: {name: t, out_dir: " + outDir +
-                           ", seed: 5, deterministic: true}\n"
-                           "model: {name: mlp, mlp: {hidden: [64]}}\n"
-                           "data: {dataset: fashion_mnist, batch_size: 32, prefetch: 2}\n"
-                           "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-                           "schedule: {name: constant}\n"
-                           "train: {max_steps: " +
-                           std::to_string(steps) +
-                           ", eval_every: 10, eval_batches: 2}\n"
-                           "comm: {timeout_s: 30}\n"
-                           "compress: " +
-                           compress + "\n";
-  auto r = YamlReader::loadString(text, "test.yaml");
-  return trainer::TrainConfig::fromYaml(r);
+  return gradzip::testing::mlpConfig(outDir, compress,
+                                     "train: {max_steps: " + std::to_string(steps) +
+                                         ", eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30}\n");
 }
 
 }  // namespace

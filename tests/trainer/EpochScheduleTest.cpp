@@ -5,6 +5,7 @@
 // file and sees its link reshaped. The launch test needs root and the built
 // binary (GRADZIP_BINARY), and skips otherwise.
 #include "trainer/ProgressFile.h"
+#include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"
 
@@ -27,21 +28,9 @@ namespace {
 
 void writeRaw(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-struct Output {
-  int status = -1;
-  std::string text;
-};
-
-Output sh(const std::string& cmd) {
-  Output o;
-  FILE* p = popen(("timeout 120 " + cmd + " 2>&1").c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) o.text += buf;
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using gradzip::testing::Output;
+// Runs a shell command, stderr folded into stdout, killed after 120 s.
+Output sh(const std::string& cmd) { return gradzip::testing::runCommand(cmd, std::chrono::seconds(120)); }
 
 }  // namespace
 

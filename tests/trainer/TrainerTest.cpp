@@ -5,6 +5,7 @@
 // config and TTA log are written; exported weights load in Python.
 #include "comm/LocalCommunicator.h"
 #include "tests/testing/ThreadGroup.h"
+#include "tests/trainer/TrainerTesting.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/Trainer.h"
 
@@ -22,16 +23,7 @@ namespace {
 const char* kFmnist = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 
 trainer::TrainConfig config(const std::string& outDir, const std::string& extra) {
-  const std::string text = "run: {name: t, out_dir: " + outDir +
-                           ", seed: 5, deterministic: true}\n"
-                           "model: {name: mlp, mlp: {hidden: [64]}}\n"
-                           "data: {dataset: fashion_mnist, batch_size: 32, prefetch: 2}\n"
-                           "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-                           "schedule: {name: constant}\n"
-                           "compress: {name: fp32}\n" +
-                           extra;
-  auto r = YamlReader::loadString(text, "test.yaml");
-  return trainer::TrainConfig::fromYaml(r);
+  return gradzip::testing::mlpConfig(outDir, "{name: fp32}", extra);
 }
 
 std::vector<nlohmann::json> rows(const std::string& dir) {
