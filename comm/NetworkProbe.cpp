@@ -30,17 +30,26 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Rank 0: `count` round trips of `buf` with `peer`; returns each one's seconds.
-std::vector<double> pingPong(Communicator& c, int peer, at::Tensor& buf, at::Tensor& back, int count) {
-  at::Tensor ctrl = at::tensor({buf.numel(), static_cast<int64_t>(count)}, at::kLong);
-  c.send(ctrl, peer, kCtrlTag).wait();
+// Rank 0: up to `count` round trips of `buf` with `peer`; returns each one's
+// seconds. They go in batches of 1, 2, 4, ... announced to the peer one at a
+// time, and no new batch starts after `deadline`: a link that slows down
+// while it is probed (a rate schedule) must not turn repeats sized for the
+// fast link into minutes.
+std::vector<double> pingPong(Communicator& c, int peer, at::Tensor& buf, at::Tensor& back, int count,
+                             Clock::time_point deadline = Clock::time_point::max()) {
   std::vector<double> rtt;
-  for (int i = 0; i < count; ++i) {
-    const auto t0 = Clock::now();
-    Work s = c.send(buf, peer, kDataTag);
-    c.recv(back, peer, kDataTag).wait();
-    s.wait();
-    rtt.push_back(secondsSince(t0));
+  for (int batch = 1; static_cast<int>(rtt.size()) < count; batch *= 2) {
+    if (!rtt.empty() && Clock::now() > deadline) break;
+    const int n = std::min(batch, count - static_cast<int>(rtt.size()));
+    at::Tensor ctrl = at::tensor({buf.numel(), static_cast<int64_t>(n)}, at::kLong);
+    c.send(ctrl, peer, kCtrlTag).wait();
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      Work s = c.send(buf, peer, kDataTag);
+      c.recv(back, peer, kDataTag).wait();
+      s.wait();
+      rtt.push_back(secondsSince(t0));
+    }
   }
   return rtt;
 }
@@ -93,7 +102,8 @@ ProbeResult probePeer(Communicator& c, int peer, const ProbeOptions& o, double b
     if (predicted > 0.0)
       repeats = static_cast<int>(std::clamp(share / predicted, static_cast<double>(o.minRepeats),
                                             static_cast<double>(o.maxRepeats)));
-    std::vector<double> rtt = pingPong(c, peer, buf, back, repeats);
+    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget));
+    std::vector<double> rtt = pingPong(c, peer, buf, back, repeats, deadline);
     for (double& x : rtt) x *= 0.5;  // half round trips: one message each way
     const double half = median(rtt);
     pts.push_back({1.0, static_cast<double>(m), half});
@@ -104,7 +114,7 @@ ProbeResult probePeer(Communicator& c, int peer, const ProbeOptions& o, double b
     weights.push_back(1.0 / half);
     res.sizes.push_back(m);
     res.medianSeconds.push_back(half);
-    res.repeats.push_back(repeats);
+    res.repeats.push_back(static_cast<int>(rtt.size()));
     spdlog::debug("probe: peer {} size {} B: median half round trip {:.1f} us (min {:.1f}) over {} repeats", peer, m,
                   half * 1e6, 1e6 * *std::min_element(rtt.begin(), rtt.end()), repeats);
   }

@@ -12,7 +12,9 @@
 //
 // Cost is bounded: rank 0 predicts each size's round trip from what it has
 // measured so far and stops before the larger sizes once they would overrun
-// budgetSeconds (at least two sizes are always measured).
+// budgetSeconds (at least two sizes are always measured), and no further batch
+// of repeats starts once the budget is spent, so a link that slows down while
+// it is probed (a rate schedule) costs at most a round trip over budget.
 #pragma once
 
 #include "comm/AlphaBetaFit.h"

@@ -265,16 +265,35 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
     if (!changed) changeSince_ = -1;
     else if (changeSince_ < 0) changeSince_ = step;
     const bool settled = changed && step - changeSince_ >= int64_t(kRatioWindow);
+    const int64_t elapsed = step - lastDecision_;
     if (!decided_)
       reason = kInitial;
-    else if (step - lastDecision_ >= opts_.minInterval)
-      reason = settled ? (netTriggered_ ? kNetwork : kStepTime) : gainTriggered_ ? kGain : kNone;
+    else if (settled && elapsed >= opts_.networkInterval * networkBackoff_)
+      reason = netTriggered_ ? kNetwork : kStepTime;
+    else if (gainTriggered_ && elapsed >= opts_.minInterval)
+      reason = kGain;
   }
   reason = broadcastInt(reason);
   if (reason == kNone) return 0;
   const auto t0 = Clock::now();
   decide(step, reasonName(reason), loop);
   return since(t0);
+}
+
+bool Controller::adoptObservedBeta(double margin) {
+  // β per observation: (t − a·α)/m with the plan's coefficients (Table I),
+  // from the observations that took well over their latency term (an α-bound
+  // all-gather of a few hundred bytes would turn its latency noise into a
+  // bogus bandwidth).
+  std::vector<double> betas;
+  for (const auto& o : lastSamples_)
+    if (o.betaBytes > 0 && o.seconds >= 2 * o.alphaCount * net_.alpha)
+      betas.push_back(std::max(0.0, o.seconds - o.alphaCount * net_.alpha) / o.betaBytes);
+  if (betas.size() < kRatioWindow / 2 + 1) return false;  // too few for a median that ignores a burst
+  const double observed = median(betas);
+  if (!(observed > net_.beta * (1 + margin))) return false;
+  net_.beta = observed;
+  return true;
 }
 
 Controller::Screened Controller::screen(const Plan& plan) {
@@ -346,7 +365,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // since the drift began where they identify both (several bucket sizes or
   // collectives); otherwise (one plan, one bucket: all observations share
   // their coefficients) a fresh probe, which every rank joins.
-  if (reason == "network" || reason == "step_time") {
+  const bool networkTrigger = reason == "network" || reason == "step_time";
+  bool networkChanged = false;
+  if (networkTrigger) {
     const auto before = net_;
     std::optional<comm::NetworkParams> fit;
     if (comm_.rank() == 0) fit = fitter_.fit();
@@ -358,21 +379,26 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       rec["refit"] = "probe";
       // A token-bucket shaper lets the probe's small messages through at
       // line rate (its burst), so the probe can see a fast link that the
-      // running plan's collectives do not: β from those observations,
-      // (t − a·α)/m, wins when it is the slower.
-      if (comm_.rank() == 0) {
-        std::vector<double> betas;
-        for (const auto& o : lastSamples_)
-          if (o.betaBytes > 0) betas.push_back(std::max(0.0, o.seconds - o.alphaCount * net_.alpha) / o.betaBytes);
-        if (!betas.empty() && median(betas) > net_.beta) {
-          rec["beta_probe"] = net_.beta;
-          net_.beta = median(betas);
-          rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
-        }
+      // running plan's collectives do not: β from those, when slower, wins.
+      if (comm_.rank() == 0 && adoptObservedBeta(0.0)) {
+        rec["beta_probe"] = before.beta;
+        rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
       }
     }
     rec["alpha_before"] = before.alpha;
     rec["beta_before"] = before.beta;
+    networkChanged = std::abs(net_.beta / before.beta - 1) > opts_.networkDrift;
+  } else if (comm_.rank() == 0) {
+    // Any other decision: the running plan's latest collectives must not be
+    // slower than the model says by more than the network threshold. A link
+    // that slowed just before a gain-triggered decision (or while the network
+    // detector was calibrating) would otherwise steer exploration to dense
+    // plans, and the references taken afterwards would hide the change.
+    const double beta = net_.beta;
+    if (adoptObservedBeta(opts_.networkDrift)) {
+      rec["beta_before"] = beta;
+      rec["refit"] = "β from the running plan's observed collectives (slower than the model by more than network_drift)";
+    }
   }
   fitter_.clear();
   rec["alpha"] = net_.alpha;
@@ -503,6 +529,18 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   if (std::isfinite(stepRef) && stepRef > 0) {
     stepDrift_.reset(stepRef);
     stepArmed_ = true;
+  }
+  // A network trigger whose refit found the bandwidth within network_drift
+  // was a false alarm (noise on short steps, a loaded host): the next network
+  // trigger waits twice as long, up to min_interval. A real change resets the
+  // wait.
+  if (networkTrigger) {
+    networkChanged = broadcastInt(networkChanged ? 1 : 0) != 0;
+    if (networkChanged)
+      networkBackoff_ = 1;
+    else
+      networkBackoff_ = std::min(2 * networkBackoff_, std::max<int64_t>(1, opts_.minInterval / opts_.networkInterval));
+    rec["network_backoff"] = networkBackoff_;
   }
   decided_ = true;
   lastDecision_ = step;

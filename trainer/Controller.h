@@ -3,8 +3,8 @@
 // (DIGEST.md §5), generalised from one TopK ratio to every compressor family.
 //
 // A decision, taken when a trigger fires (the first after warmup_steps; then a
-// network change or a >= 10% drift of the smoothed gain, at most every
-// min_interval steps):
+// network or step-time change, at most every network_interval steps, or a
+// >= 10% drift of the smoothed gain, at most every min_interval steps):
 //  1. Screening (rank 0): for every candidate (trainer/Candidates.h), the
 //     single-worker codec runs on each large bucket's last gradient, giving the
 //     measured encode+decode seconds, the vNMSE and the gain
@@ -110,6 +110,9 @@ class Controller {
   void resetMeasurements();
   void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
   Screened screen(const Plan& plan);
+  // Rank 0: β from the running plan's latest collectives replaces the model's
+  // when it is slower by more than `margin` (relative); true if it did.
+  bool adoptObservedBeta(double margin);
   Measured explore(const Plan& plan, ControlledLoop& loop);
   double statCost(const CompressionStats& s) const;
   void applyPlan(const Plan& large, int64_t step);
@@ -139,8 +142,9 @@ class Controller {
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;
-  bool drifting_ = false;
-  int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started  // the network detector has seen drift since the last decision
+  bool drifting_ = false;  // the network detector has seen drift since the last decision
+  int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started
+  int64_t networkBackoff_ = 1;  // network_interval multiplier after false alarms (decide)
   bool decided_ = false;
   int64_t lastDecision_ = 0;
   int64_t decisions_ = 0;

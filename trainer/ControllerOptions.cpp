@@ -41,6 +41,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.explore = r.getInt("explore", o.explore, 1, 64);
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
   o.minInterval = r.getInt("min_interval", o.minInterval, 1);
+  o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.networkDrift = r.getDouble("network_drift", o.networkDrift, 0.001, 100.0);
   o.followupSteps = r.getInt("followup_steps", o.followupSteps, 1);
@@ -73,6 +74,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["explore"] = explore;
   n["check_every"] = checkEvery;
   n["min_interval"] = minInterval;
+  n["network_interval"] = networkInterval;
   n["gain_drift"] = gainDrift;
   n["network_drift"] = networkDrift;
   n["followup_steps"] = followupSteps;

@@ -44,7 +44,11 @@ struct ControllerOptions {
   int64_t exploreSteps = 6;
   int64_t explore = 3;            // candidates from the predicted front explored per decision
   int64_t checkEvery = 10;        // steps between trigger checks (one 8-byte broadcast each)
-  int64_t minInterval = 200;      // steps between decisions
+  int64_t minInterval = 200;      // steps between a decision and the next gain-triggered one
+  // Steps between a decision and the next network- or step-time-triggered
+  // one: a link that changed is acted on soon (the change must still persist
+  // 9 steps), while gain drift, which moves slowly, waits min_interval.
+  int64_t networkInterval = 30;
   double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
   double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
   int64_t followupSteps = 20;     // steps after a decision whose measured step time is logged against the prediction

@@ -118,7 +118,11 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   auto cfg = parse("auto");
   ASSERT_TRUE(cfg.controller);
   EXPECT_EQ(cfg.plan.key(), "fp16@engine");
-  cfg = parse("{name: auto, time_weight: 0.8, pin: {name: thc, collective: ps}}");
+  EXPECT_EQ(cfg.controller->networkInterval, 30);
+  EXPECT_EQ(cfg.controller->minInterval, 200);
+  cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, pin: {name: thc, collective: ps}}");
+  ASSERT_TRUE(cfg.controller);
+  EXPECT_EQ(cfg.controller->networkInterval, 15);
   ASSERT_TRUE(cfg.controller && cfg.controller->pin);
   EXPECT_EQ(cfg.plan.compressor, "thc");
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.8);
@@ -137,6 +141,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   };
   expectError("{name: auto, families: [fp16, zip]}", "c.yaml:3: compress.families: unknown compressor family 'zip'");
   expectError("{name: auto, time_weight: 2}", "compress.time_weight");
+  expectError("{name: auto, network_interval: 0}", "compress.network_interval");
   expectError("{name: auto, explore_step: 3}", "compress.explore_step: unknown key");
   expectError("{name: auto, pin: {name: cnat, collective: ring}}", "does not support collective 'ring'");
   expectError("autom", "expected a mapping");
@@ -227,9 +232,8 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   // takes ~80 ms a step and a sparse plan wins by an order of magnitude.
   // Stated bound: a decision moves to a cheaper plan within 30 steps of the
   // slowdown (the median of 9 observations flips after 5, the change must
-  // persist 9 more steps, and checks come every 5 steps; min_interval = 20
-  // after an earlier decision could add to that, but the last decision before
-  // the change is the initial one at step 10).
+  // persist 9 more steps, and checks come every 5 steps; network_interval =
+  // 10 after an earlier decision could add to that).
   if (geteuid() != 0) GTEST_SKIP() << "network emulation needs root";
   const std::string bin = gradzip::testing::gradzipBinary();
   if (bin.empty() || !fs::exists(bin)) GTEST_SKIP() << "GRADZIP_BINARY not set or not built";
@@ -241,7 +245,7 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
                      << "schedule: {name: constant}\n"
                      << "train: {max_steps: 200, eval_every: 5, eval_batches: 1}\n"
                      << "compress: {name: auto, families: [fp32, fp16, topk, topkc], time_weight: 0.3,"
-                        " warmup_steps: 10, check_every: 5, min_interval: 20, explore: 2, explore_steps: 3,"
+                        " warmup_steps: 10, check_every: 5, min_interval: 20, network_interval: 10, explore: 2, explore_steps: 3,"
                         " probe: {budget_seconds: 1}}\n";
   auto o = gradzip::testing::runCommand(bin + " launch -n 2 --net 0e:unshaped,0.03e:10 " + cfg,
                                          std::chrono::seconds(300));
