@@ -160,6 +160,7 @@ void Controller::resetMeasurements() {
   gainSeen_ = 0;
   changeSince_ = -1;
   steps_.clear();
+  syncs_.clear();
 }
 
 double Controller::statCost(const CompressionStats& s) const {
@@ -190,6 +191,8 @@ void Controller::observe(const StepMeasure& m) {
   }
   steps_.push_back(m.step);
   if (steps_.size() > kRatioWindow) steps_.erase(steps_.begin());
+  syncs_.push_back(std::max(0.0, m.step - m.compute));
+  if (syncs_.size() > kRatioWindow) syncs_.erase(syncs_.begin());
   recentStats_ += stats;
   const double gain = stats.inputSq > 0 ? stats.appliedSq / stats.inputSq : NAN;
   const double ratio = predicted > 0 ? observed / predicted : NAN;
@@ -224,11 +227,24 @@ void Controller::observe(const StepMeasure& m) {
   }
   const double kept = double(std::max<size_t>(1, recent_.size()));
   const double meanStep = recentStep_ / kept, meanComm = recentComm_ / kept;
-  netTriggered_ = drift && netDrift_.change() * meanComm >= kMinImpact * meanStep;
+  // The detector above sees changes against its reference. A model that was
+  // already wrong when the reference was taken (a decision made while the
+  // link was changing) shows in the reference itself: observed/predicted
+  // outside [1/(1 + 2·drift), 1 + 2·drift], with the mispredicted part at
+  // least kMinImpact of the step. Without this the controller would run a
+  // plan chosen for the old link until the gain trigger.
+  const double ref = netDrift_.reference(), bound = 1 + 2 * opts_.networkDrift;
+  const bool mismatch = (ref > bound || ref < 1 / bound) && std::abs(1 - 1 / ref) * meanComm >= kMinImpact * meanStep;
+  netTriggered_ = (drift && netDrift_.change() * meanComm >= kMinImpact * meanStep) || mismatch;
   // The step time against the one the last decision measured for its plan: a
   // network change the ratio detector calibrated itself into (it happened
   // right after a decision) still shows here.
-  stepTriggered_ = stepArmed_ && stepDrift_.update(median(steps_));
+  // Only a change the synchronisation explains (step − compute moves at
+  // least half as much, the same way) counts: a host whose compute slowed
+  // down (load from other processes) is not a reason to re-explore plans.
+  const double stepNow = median(steps_), dStep = stepNow - stepRef_, dSync = median(syncs_) - syncRef_;
+  stepTriggered_ = stepArmed_ && stepDrift_.update(stepNow) && dSync * dStep > 0 &&
+                   std::abs(dSync) >= 0.5 * std::abs(dStep);
   spdlog::debug("controller: comm observed {:.3g} s, predicted {:.3g} s (ratio median {:.3g}, smoothed {:.3g}, "
                 "reference {:.3g}); gain {:.4g}{}{}",
                 observed, predicted, ratios_.empty() ? NAN : median(ratios_), netDrift_.smoothed(),
@@ -338,17 +354,19 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop)
   Measured out;
   const Plan before = active_;
   for (int k : large_) sync_.setPlan(k, plan);
-  double seconds = 0;
+  double seconds = 0, sync = 0;
   int64_t timed = 0;
   try {
     for (int64_t i = 0; i < opts_.exploreSteps; ++i) {
       const auto m = loop.exploreStep();
       if (i == 0) continue;  // builds the compressor and its caches
       seconds += m.step;
+      sync += std::max(0.0, m.step - m.compute);
       ++timed;
       for (int k : large_) out.stats += sync_.lastStats(k);
     }
     out.step = seconds / double(std::max<int64_t>(1, timed));
+    out.sync = sync / double(std::max<int64_t>(1, timed));
     out.ok = timed > 0;
   } catch (const NonFiniteGradient& e) {
     spdlog::warn("controller: exploring {} produced a non-finite gradient ({}); not a candidate this time", plan.key(),
@@ -374,6 +392,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     if (broadcastInt(fit && fit->beta > 0 ? 1 : 0)) {
       if (comm_.rank() == 0) net_ = *fit;
       rec["refit"] = "least squares over the observed collectives";
+      if (comm_.rank() == 0 && adoptObservedBeta(opts_.networkDrift))
+        rec["refit"] = "least squares for α; β from the running plan's latest collectives (slower than the fit)";
     } else {
       net_ = comm::probe(comm_, opts_.probe);
       rec["refit"] = "probe";
@@ -479,7 +499,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
 
   // 4. The knee of the measured points (the current plan from its recent steps).
   int64_t chosen = -2;  // -2: keep the current plan
-  double stepRef = 0;   // the chosen plan's measured step time
+  double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
   if (comm_.rank() == 0) {
     std::vector<Objectives> pts;
     auto& ex = rec["explored"] = nlohmann::json::array();
@@ -513,6 +533,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       followup_.predicted = k < exploreList.size() ? screened[exploreList[k]].predicted : currentStep;
       followup_.explored = pts[k].time;
       stepRef = pts[k].time;
+      syncRef = k < exploreList.size() ? measured[k].sync : median(syncs_);
     }
   }
   chosen = broadcastInt(chosen);
@@ -526,8 +547,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // Same plan (or pinned): keep measuring it, with fresh references.
     resetMeasurements();
   }
-  if (std::isfinite(stepRef) && stepRef > 0) {
+  if (std::isfinite(stepRef) && stepRef > 0) {  // rank 0 alone evaluates the triggers
     stepDrift_.reset(stepRef);
+    stepRef_ = stepRef;
+    syncRef_ = syncRef;
     stepArmed_ = true;
   }
   // A network trigger whose refit found the bandwidth within network_drift

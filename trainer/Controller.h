@@ -102,6 +102,7 @@ class Controller {
   };
   struct Measured {
     double step = 0;
+    double sync = 0;  // step − compute: the part the plan and the network set
     CompressionStats stats;
     bool ok = false;
   };
@@ -137,6 +138,8 @@ class Controller {
   comm::LinkFitter fitter_;
   DriftDetector netDrift_, gainDrift_, stepDrift_;
   std::vector<double> steps_;  // the last step times (median for stepDrift_)
+  std::vector<double> syncs_;  // the last step − compute times
+  double stepRef_ = 0, syncRef_ = 0;  // what the last decision measured for its plan
   bool stepArmed_ = false, stepTriggered_ = false;
   int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set

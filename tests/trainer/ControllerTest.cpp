@@ -273,20 +273,19 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
       slowRow = r["step"].get<int64_t>() - 5;
       break;
     }
-  // The first decision that sees the slow link (its α-β refit at least 5x
-  // below the fast link's probe) moves to a plan with fewer bits on the wire
+  // The first decision that sees the slow link (its α-β refit within 3x of
+  // the configured 10 Mbit/s; one taken while the link was still changing
+  // can see a rate in between) moves to a plan with fewer bits on the wire
   // than the one in force, within 30 steps of the first slow TTA window (if
   // no window got 3x slower, the controller had already moved).
   std::string before = "fp16@engine", seen;
-  double fastMbit = 0;
   bool checked = false;
   for (const auto& r : jsonLines(run + "/decisions.jsonl")) {
-    if (r["event"] == "start") fastMbit = r["beta"].get<double>() > 0 ? 8e-6 / r["beta"].get<double>() : 0;
     if (r["event"] != "decision") continue;
     const int64_t step = r["step"].get<int64_t>();
     seen += fmt::format("step {} ({}): {} at {:.1f} Mbit/s; ", step, r["trigger"].get<std::string>(),
                         r["chosen"].get<std::string>(), r["bandwidth_mbit"].get<double>());
-    if (step < applied || r["bandwidth_mbit"].get<double>() >= fastMbit / 5) {
+    if (step < applied || r["bandwidth_mbit"].get<double>() > 30) {
       before = r["chosen"];
       continue;
     }
