@@ -1,8 +1,9 @@
-// Implements compress/ThcBlock512.h. A 256-group (16 registers) is the unit
-// of the first pass: strides 1..8 inside each register, 16..128 between them
-// (compress/FwhtRegisters.h). The second pass takes column j of every group
-// (G registers, 256 floats apart) and runs the remaining levels between them,
-// so each level still sees exactly the pairs the plain loops pair. The
+// Implements compress/ThcBlock512.h, forward direction (the inverse is in
+// ThcBlock512Inverse.cpp). A 256-group (16 registers) is the unit of the first
+// pass: strides 1..8 inside each register, 16..128 between them
+// (compress/FwhtRegisters.h). The second pass takes column j of every group (G
+// registers, 256 floats apart) and runs the remaining levels between them, so
+// each level still sees exactly the pairs the plain loops pair. The
 // quantiser's noise is the 16 x 32-bit view of 8 splitmix64 words (coordinates
 // 2w and 2w+1 take word w's halves, uniform01Half), the random signs of 16
 // coordinates are 16 bits of one word of D applied with a masked xor.
@@ -10,15 +11,12 @@
 
 #include "compress/FwhtRegisters.h"
 #include "compress/SimdKernels.h"
-
-#include <cstring>
+#include "compress/ThcBlock512Detail.h"
 
 namespace gradzip::compress::thc::block512 {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
-
-#define GZ_THC512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi")))
 
 constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment (CounterRng.h)
 
@@ -38,20 +36,6 @@ GZ_THC512 inline __m512i finaliseNot8(__m512i z) {
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
   return _mm512_ternarylogic_epi64(z, _mm512_srli_epi64(z, 31), z, 0xC3);
-}
-
-// v with the lanes in `neg` negated (D: a sign flip is exact).
-GZ_THC512 inline __m512 flip(__m512 v, __mmask16 neg) {
-  const __m512i s = _mm512_castps_si512(v);
-  return _mm512_castsi512_ps(_mm512_mask_xor_epi32(s, neg, s, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-}
-
-// D's bits for local coordinates k .. k + 15 (k a multiple of 16).
-inline __mmask16 signMask(const uint64_t* signs, int64_t k) { return static_cast<__mmask16>(signs[k / 64] >> (k & 63)); }
-
-// Lanes [0, left) of a 16-lane step (all when left >= 16, none when <= 0).
-inline __mmask16 firstLanes(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
 }
 
 // The squares of x[0, 16) (a: the same 16 floats, zero past the block's end)
@@ -149,55 +133,6 @@ GZ_THC512 void quantizeColumnsF(const float* R, int64_t lo, int64_t B, float inv
   }
 }
 
-// Dequantised value of every field value v (Thc::dequantizeSum: ((v − Lf)/n)·ml,
-// the same float operations), for 4-bit fields: a 16-float register.
-// Lane v: the value of field v (4-bit fields: v < 16), the same operations
-// lane by lane (a vector division, not 16 scalar ones per block).
-GZ_THC512 inline __m512 fieldValues(int32_t Lf, float n, float ml) {
-  const __m512i v = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                     _mm512_set1_epi32(Lf));
-  return _mm512_mul_ps(_mm512_div_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(n)), _mm512_set1_ps(ml));
-}
-
-template <int kFieldBits, bool kDivide>
-GZ_THC512 void dequantizeGroupsT(const uint8_t* in, int64_t B, int32_t Lf, float n, float ml, float* Y) {
-  const __m512i off = _mm512_set1_epi32(Lf);
-  const __m512 nV = _mm512_set1_ps(n), mlV = _mm512_set1_ps(ml);
-  const __m512 values = fieldValues(Lf, n, ml);
-  // Multishift control of the 4-bit lookup: in 64-bit lane w, byte 0 takes
-  // bits 8w.. and byte 4 takes bits 8w + 4.. of the lane.
-  const __m512i nibbleShifts = _mm512_set_epi64(0x0000003C00000038LL, 0x0000003400000030LL, 0x0000002C00000028LL,
-                                                0x0000002400000020LL, 0x0000001C00000018LL, 0x0000001400000010LL,
-                                                0x0000000C00000008LL, 0x0000000400000000LL);
-  for (int64_t g = 0; g < B; g += 256) {
-    __m512 v[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) {
-      const int64_t k = g + 16 * r;
-      __m512 y;
-      if constexpr (kFieldBits == 4) {
-        // The 8 bytes broadcast to every 64-bit lane; in lane w a multishift
-        // puts bits 8w.. (the low nibble of byte w) in the low byte of the
-        // lane's low half and bits 8w + 4.. (its high nibble) in that of its
-        // high half, and the table lookup reads only the low 4 bits of each
-        // 32-bit index.
-        int64_t bytes;
-        std::memcpy(&bytes, in + k / 2, 8);
-        y = _mm512_permutexvar_ps(_mm512_multishift_epi64_epi8(nibbleShifts, _mm512_set1_epi64(bytes)), values);
-      } else {
-        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k)));
-        __m512 s = _mm512_cvtepi32_ps(_mm512_sub_epi32(c, off));
-        if constexpr (kDivide) s = _mm512_div_ps(s, nV);  // (x / 1 is x exactly: skipped for one rank)
-        y = _mm512_mul_ps(s, mlV);                        // Thc::dequantizeSum: (s/n)·(M/L)
-      }
-      v[r] = fwht::strides1to8(y);
-    }
-    fwht::registerLevels<16>(v);
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) _mm512_storeu_ps(Y + g + 16 * r, v[r]);
-  }
-}
-
 // rotateGroups for blocks whose coordinates all exist (kFull: no masks) or not,
 // with or without the sum of squares.
 template <bool kSquares, bool kFull>
@@ -212,9 +147,9 @@ GZ_THC512 double rotateGroupsT(const float* x, int64_t valid, const uint64_t* si
       if constexpr (kFull)
         a = _mm512_loadu_ps(x + k);
       else
-        a = _mm512_maskz_loadu_ps(firstLanes(valid - k), x + k);  // zero padding past valid
+        a = _mm512_maskz_loadu_ps(detail::firstLanes(valid - k), x + k);  // zero padding past valid
       if constexpr (kSquares) addSquares(x + k, kFull || k + 16 <= valid, a, acc0, acc1);
-      v[r] = fwht::strides1to8(flip(a, signMask(signs, k)));
+      v[r] = fwht::strides1to8(detail::flip(a, detail::signMask(signs, k)));
     }
     fwht::registerLevels<16>(v);  // element strides 16 .. 128
 #pragma GCC unroll 16
@@ -226,30 +161,8 @@ GZ_THC512 double rotateGroupsT(const float* x, int64_t valid, const uint64_t* si
 GZ_THC512 double sumSquaresT(const float* x, int64_t valid, int64_t B) {
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
   for (int64_t k = 0; k < B; k += 16)
-    addSquares(x + k, k + 16 <= valid, _mm512_maskz_loadu_ps(firstLanes(valid - k), x + k), acc0, acc1);
+    addSquares(x + k, k + 16 <= valid, _mm512_maskz_loadu_ps(detail::firstLanes(valid - k), x + k), acc0, acc1);
   return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
-}
-
-// kFull: every coordinate of the block exists (no store masks, no per-store test).
-template <int G, bool kFull>
-GZ_THC512 void inverseColumnsG(const float* Y, int64_t valid, const uint64_t* signs, float inv, float* out) {
-  const __m512 invV = _mm512_set1_ps(inv);
-  for (int64_t j = 0; j < 256; j += 16) {
-    __m512 v[G];
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) v[g] = _mm512_loadu_ps(Y + 256 * g + j);
-    fwht::registerLevels<G>(v);
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) {
-      const int64_t k = 256 * g + j;
-      // RandomizedHadamard::inverse: the 1/√B scale, then D.
-      const __m512 w = flip(_mm512_mul_ps(v[g], invV), signMask(signs, k));
-      if (kFull || k + 16 <= valid)
-        _mm512_storeu_ps(out + k, w);
-      else
-        _mm512_mask_storeu_ps(out + k, firstLanes(valid - k), w);
-    }
-  }
 }
 
 }  // namespace
@@ -288,31 +201,6 @@ void quantizeColumns(const float* R, int64_t lo, int64_t B, float inv, float sca
   quantizeColumnsF<8>(R, lo, B, inv, scale, zero, L, Lf, seed, out);
 }
 
-void dequantizeGroups(const uint8_t* in, int64_t B, int fieldBits, int32_t Lf, float n, float ml, float* Y) {
-  if (n == 1.0f) {
-    if (fieldBits == 4) return dequantizeGroupsT<4, false>(in, B, Lf, n, ml, Y);
-    return dequantizeGroupsT<8, false>(in, B, Lf, n, ml, Y);
-  }
-  if (fieldBits == 4) return dequantizeGroupsT<4, true>(in, B, Lf, n, ml, Y);
-  dequantizeGroupsT<8, true>(in, B, Lf, n, ml, Y);
-}
-
-template <bool kFull>
-void inverseColumnsF(const float* Y, int64_t valid, const uint64_t* signs, int64_t B, float inv, float* out) {
-  switch (B / 256) {
-    case 1: return inverseColumnsG<1, kFull>(Y, valid, signs, inv, out);
-    case 2: return inverseColumnsG<2, kFull>(Y, valid, signs, inv, out);
-    case 4: return inverseColumnsG<4, kFull>(Y, valid, signs, inv, out);
-    case 8: return inverseColumnsG<8, kFull>(Y, valid, signs, inv, out);
-    default: return inverseColumnsG<16, kFull>(Y, valid, signs, inv, out);
-  }
-}
-
-void inverseColumns(const float* Y, int64_t valid, const uint64_t* signs, int64_t B, float inv, float* out) {
-  if (valid >= B) return inverseColumnsF<true>(Y, valid, signs, B, inv, out);
-  inverseColumnsF<false>(Y, valid, signs, B, inv, out);
-}
-
 #else  // no AVX-512 build: callers take the portable loops
 
 bool supportsBlock(int64_t) { return false; }
@@ -320,8 +208,6 @@ bool supports(int64_t, int) { return false; }
 double sumSquares(const float*, int64_t, int64_t) { return 0; }
 double rotateGroups(const float*, int64_t, const uint64_t*, int64_t, bool, float*) { return 0; }
 void quantizeColumns(const float*, int64_t, int64_t, float, float, bool, float, int32_t, int, uint64_t, uint8_t*) {}
-void dequantizeGroups(const uint8_t*, int64_t, int, int32_t, float, float, float*) {}
-void inverseColumns(const float*, int64_t, const uint64_t*, int64_t, float, float*) {}
 void signWords(uint64_t, uint64_t, int64_t, uint64_t*) {}
 
 #endif
