@@ -28,10 +28,13 @@ inline float uniform01(uint64_t seed, uint64_t i) {
 
 // The same grid from half a word, so one word serves two coordinates: i takes
 // the upper 24 bits of the low (even i) or high (odd i) 32-bit half of word
-// i/2. Used where the noise is drawn per coordinate in bulk (THC's uniform SQ).
+// i/2 (randomHalf: those 32 bits). Used where the noise is drawn per
+// coordinate in bulk (THC's uniform SQ).
+inline uint32_t randomHalf(uint64_t seed, uint64_t i) {
+  return static_cast<uint32_t>(randomBits(seed, i / 2) >> (32 * (i & 1)));
+}
 inline float uniform01Half(uint64_t seed, uint64_t i) {
-  const uint32_t half = static_cast<uint32_t>(randomBits(seed, i / 2) >> (32 * (i & 1)));
-  return static_cast<float>(half >> 8) * (1.0f / 16777216.0f);
+  return static_cast<float>(randomHalf(seed, i) >> 8) * (1.0f / 16777216.0f);
 }
 
 // A derived stream: independent of `seed`'s own stream for distinct `salt`s.

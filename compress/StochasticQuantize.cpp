@@ -40,11 +40,8 @@ void TableQuantizer::quantize(const float* y, int64_t n, uint64_t seed, int64_t 
 
 void quantizeUniform(const float* y, int64_t n, uint64_t seed, int64_t offset, int32_t* out) {
   at::parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      const float f = std::floor(y[k]);
-      const bool up = uniform01Half(seed, static_cast<uint64_t>(offset + k)) < (y[k] - f);
-      out[k] = static_cast<int32_t>(f) + (up ? 1 : 0);
-    }
+    for (int64_t k = b; k < e; ++k)
+      out[k] = roundUniform(y[k], static_cast<uint32_t>(randomHalf(seed, static_cast<uint64_t>(offset + k)) >> 8));
   });
 }
 

@@ -7,6 +7,7 @@
 // draw independent noise (THC requires it).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -29,9 +30,22 @@ class TableQuantizer {
   std::vector<uint8_t> cell_;  // cell_[c]: z with T(z) <= c < T(z+1), c in [0, g)
 };
 
-// Uniform SQ of y (any real, callers clamp to their range) to the integers
-// floor(y) or floor(y)+1; noise: uniform01Half(seed, offset + k) (two
-// coordinates per counter word; THC's fused kernels draw the same numbers).
+// Uniform SQ of y to floor(y) or floor(y)+1 with the 24-bit uniform integer
+// k (u = k/2^24, uniform01Half's grid): up iff k < ceil(2^24·(y − floor(y))),
+// i.e. with probability ceil(2^24·frac)/2^24, within 2^-24 above frac (the
+// same as u < frac, with frac taken exactly). As one integer expression,
+// c = floor((ceil(2^24·y) + 2^24 − 1 − k) / 2^24): ceil(2^24·y) is
+// 2^24·floor(y) + ceil(2^24·frac), and adding 2^24 − 1 − k carries into the
+// 2^24 digit exactly when k < ceil(2^24·frac). THC's kernels compute this form
+// (ThcKernels.cpp, ThcBlock512.cpp). Exact for |y| < 2^38.
+inline int32_t roundUniform(float y, uint32_t k) {
+  const int64_t yc = static_cast<int64_t>(std::ceil(static_cast<double>(y) * 16777216.0));  // exact
+  return static_cast<int32_t>((yc + (16777215 - static_cast<int64_t>(k))) >> 24);  // floor division
+}
+
+// roundUniform of y[k] (callers clamp to their range) with k = the upper 24
+// bits of half-word offset + k of the stream (uniform01Half: two coordinates
+// per counter word; THC's fused kernels draw the same numbers).
 void quantizeUniform(const float* y, int64_t n, uint64_t seed, int64_t offset, int32_t* out);
 
 }  // namespace gradzip::compress

@@ -5,6 +5,7 @@
 
 #include "compress/BitPack.h"
 #include "compress/SaturatingPackedSum.h"
+#include "compress/SimdKernels.h"
 #include "compress/StochasticQuantize.h"
 #include "compress/ThcKernels.h"
 #include "compress/ThcTable.h"
@@ -235,7 +236,7 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
     ScopedPhase timer(ctx.times, &PhaseTimes::encode);
     const auto rht = rotation(x.numel());
     // One rank, so no norm round: the block norms come out of the rotation pass.
-    at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
+    at::Tensor norms = simd::reusableBuffer(normCache_, rht.numBlocks(), at::kFloat);
     thc::NormsInPass fused;
     fused.norms = norms.data_ptr<float>();
     fused.rangeScale = rangeScale(rht);

@@ -111,7 +111,7 @@ class Thc : public Compressor {
   // allreduce fast path: one rotation block, and output buffers reused while no
   // caller holds them (simd::reusableBuffer).
   std::vector<float> scratch_, ranges_;
-  at::Tensor wordCache_, meanCache_, appliedCache_;
+  at::Tensor wordCache_, meanCache_, appliedCache_, normCache_;
 };
 
 }  // namespace gradzip::compress

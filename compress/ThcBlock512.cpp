@@ -1,8 +1,9 @@
-// Implements compress/ThcBlock512.h. A 256-group (16 registers) is the unit
-// of the first pass: strides 1..8 inside each register, 16..128 between them
-// (compress/FwhtRegisters.h). The second pass takes column j of every group
-// (G registers, 256 floats apart) and runs the remaining levels between them,
-// so each level still sees exactly the pairs the plain loops pair. The
+// Implements compress/ThcBlock512.h, forward direction (the inverse is in
+// ThcBlock512Inverse.cpp). A 256-group (16 registers) is the unit of the first
+// pass: strides 1..8 inside each register, 16..128 between them
+// (compress/FwhtRegisters.h). The second pass takes column j of every group (G
+// registers, 256 floats apart) and runs the remaining levels between them, so
+// each level still sees exactly the pairs the plain loops pair. The
 // quantiser's noise is the 16 x 32-bit view of 8 splitmix64 words (coordinates
 // 2w and 2w+1 take word w's halves, uniform01Half), the random signs of 16
 // coordinates are 16 bits of one word of D applied with a masked xor.
@@ -10,13 +11,12 @@
 
 #include "compress/FwhtRegisters.h"
 #include "compress/SimdKernels.h"
+#include "compress/ThcBlock512Detail.h"
 
 namespace gradzip::compress::thc::block512 {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
-
-#define GZ_THC512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi")))
 
 constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment (CounterRng.h)
 
@@ -29,18 +29,13 @@ GZ_THC512 inline __m512i finalise8(__m512i z) {
   return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
 }
 
-// v with the lanes in `neg` negated (D: a sign flip is exact).
-GZ_THC512 inline __m512 flip(__m512 v, __mmask16 neg) {
-  const __m512i s = _mm512_castps_si512(v);
-  return _mm512_castsi512_ps(_mm512_mask_xor_epi32(s, neg, s, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-}
-
-// D's bits for local coordinates k .. k + 15 (k a multiple of 16).
-inline __mmask16 signMask(const uint64_t* signs, int64_t k) { return static_cast<__mmask16>(signs[k / 64] >> (k & 63)); }
-
-// Lanes [0, left) of a 16-lane step (all when left >= 16, none when <= 0).
-inline __mmask16 firstLanes(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
+// ~finalise8(z): the last xor as an xnor (ternary logic 0xC3), for free.
+GZ_THC512 inline __m512i finaliseNot8(__m512i z) {
+  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
+  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+  return _mm512_ternarylogic_epi64(z, _mm512_srli_epi64(z, 31), z, 0xC3);
 }
 
 // The squares of x[0, 16) (a: the same 16 floats, zero past the block's end)
@@ -60,25 +55,35 @@ GZ_THC512 inline void addSquares(const float* x, bool whole, __m512 a, __m512d& 
   acc1 = _mm512_fmadd_pd(hi, hi, acc1);
 }
 
+// The quantiser is roundUniform (StochasticQuantize.h) in 32-bit lanes:
+// T = ceil(2^24·y) + (2^24 − 1 − k), k = randomHalf >> 8, so T >> 24 = c and
+// T's byte 3 is c mod 2^8 (|y| <= L < 128 keeps T in range).
 template <int G, int kFieldBits>
 GZ_THC512 void quantizeColumnsG(const float* R, int64_t lo, float inv, float scale, bool zero, float L, int32_t Lf,
                                 uint64_t seed, uint8_t* out) {
-  const __m512 invV = _mm512_set1_ps(inv), scaleV = _mm512_set1_ps(scale), hiV = _mm512_set1_ps(L),
-               loV = _mm512_set1_ps(-L), unit = _mm512_set1_ps(1.0f / 16777216.0f);
-  const __m512i off = _mm512_set1_epi32(Lf), one = _mm512_set1_epi32(1);
+  const __m512 invV = _mm512_set1_ps(inv), scaleV = _mm512_set1_ps(zero ? 0.0f : scale),
+               boundV = _mm512_set1_ps(zero ? 0.0f : L), two24 = _mm512_set1_ps(16777216.0f);
   // splitmix64 states seed + (w + 1)·γ of the 8 words w of coordinates
   // lo + 256g + j .. + 15 (w = that / 2 + 0..7), advanced by 8γ per column.
   const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kGamma));
-  const __m512i laneGamma = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma);
+  const __m512i laneGamma = _mm512_set_epi64(static_cast<long long>(7 * kGamma), static_cast<long long>(6 * kGamma),
+                                             static_cast<long long>(5 * kGamma), static_cast<long long>(4 * kGamma),
+                                             static_cast<long long>(3 * kGamma), static_cast<long long>(2 * kGamma),
+                                             static_cast<long long>(kGamma), 0);
   __m512i st[G];
   for (int g = 0; g < G; ++g) {
     const uint64_t w0 = static_cast<uint64_t>(lo + 256 * g) / 2;
     st[g] = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (w0 + 1) * kGamma)), laneGamma);
   }
   const __m512i step = _mm512_slli_epi64(gamma, 3);
-  // 4-bit fields: each 16 codes' bytes sit in the low bytes of the 8 lanes of
-  // pairs[k/16]; one byte permute per 32 codes gathers them (vpmovqb, one per
-  // 16, was slower on Zen 4).
+  // 4-bit fields: byte w = (c_2w + Lf) | (c_2w+1 + Lf) << 4, and coordinates
+  // 2w, 2w+1 share a 64-bit lane. A multishift moves byte 3 of the lane's two
+  // 32-bit halves (c mod 2^8) to bytes 0 and 1, a multiply-add of those bytes
+  // (signed) by 1 and 16 leaves c_2w + 16·c_2w+1 in the lane's low byte (mod
+  // 2^8), and 17·Lf is added after one byte permute per 32 codes gathers them.
+  const __m512i byte3s = _mm512_set1_epi64(static_cast<long long>((56ULL << 8) | 24ULL));
+  const __m512i weights = _mm512_set1_epi64(static_cast<long long>((16ULL << 8) | 1ULL));
+  const __m512i off8 = _mm512_set1_epi32(Lf);
   alignas(64) __m512i pairs[kFieldBits == 4 ? 16 * G : 1];
   for (int64_t j = 0; j < 256; j += 16) {
     __m512 v[G];
@@ -88,20 +93,18 @@ GZ_THC512 void quantizeColumnsG(const float* R, int64_t lo, float inv, float sca
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
       const int64_t k = 256 * g + j;
-      const __m512i z = finalise8(st[g]);
+      const __m512i kbar = _mm512_srli_epi32(finaliseNot8(st[g]), 8);  // 2^24 − 1 − k per coordinate
       st[g] = _mm512_add_epi64(st[g], step);
-      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z, 8)), unit);  // uniform01Half
-      // The orthonormal scale (RandomizedHadamard::forward), then Thc::quantize's R·(L/M), clamped.
-      const __m512 y = zero ? _mm512_setzero_ps()
-                            : _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_mul_ps(v[g], invV), scaleV), loV), hiV);
-      // y − floor(y) (exact) and floor(y) as an integer, one instruction each.
-      const __m512 frac = _mm512_reduce_ps(y, _MM_FROUND_TO_NEG_INF);
-      const __mmask16 up = _mm512_cmp_ps_mask(u, frac, _CMP_LT_OQ);
-      __m512i c = _mm512_add_epi32(_mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), off);
-      c = _mm512_mask_add_epi32(c, up, c, one);
-      if constexpr (kFieldBits == 4) {  // byte w = c_2w | c_2w+1 << 4: each 64-bit lane holds one pair
-        _mm512_store_si512(pairs + k / 16, _mm512_or_si512(c, _mm512_srli_epi64(c, 28)));
+      // The orthonormal scale (RandomizedHadamard::forward), then Thc::quantize's R·(L/M), clamped:
+      // vrangeps "smaller magnitude, sign of the first operand" is min(max(r, −L), L) in one
+      // instruction (bound 0 when M = 0: ±0, whose codes are those of y = 0).
+      const __m512 y = _mm512_range_ps(_mm512_mul_ps(_mm512_mul_ps(v[g], invV), scaleV), boundV, 0x02);
+      const __m512i t = _mm512_add_epi32(
+          _mm512_cvt_roundps_epi32(_mm512_mul_ps(y, two24), _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), kbar);
+      if constexpr (kFieldBits == 4) {
+        _mm512_store_si512(pairs + k / 16, _mm512_maddubs_epi16(weights, _mm512_multishift_epi64_epi8(byte3s, t)));
       } else {
+        const __m512i c = _mm512_add_epi32(_mm512_srai_epi32(t, 24), off8);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), _mm512_cvtepi32_epi8(c));
       }
     }
@@ -110,9 +113,11 @@ GZ_THC512 void quantizeColumnsG(const float* R, int64_t lo, float inv, float sca
     const __m512i lowBytes = _mm512_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 120,
                                              112, 104, 96, 88, 80, 72, 64, 56, 48, 40, 32, 24, 16, 8, 0);
+    const __m128i bias = _mm_set1_epi8(static_cast<char>(17 * Lf));  // Lf in both nibbles
     for (int64_t q = 0; q < 16 * G; q += 2)  // codes 16q .. 16q + 31: bytes 8q .. 8q + 15
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8 * q),
-                       _mm512_castsi512_si128(_mm512_permutex2var_epi8(pairs[q], lowBytes, pairs[q + 1])));
+                       _mm_add_epi8(_mm512_castsi512_si128(_mm512_permutex2var_epi8(pairs[q], lowBytes, pairs[q + 1])),
+                                    bias));
   }
 }
 
@@ -125,45 +130,6 @@ GZ_THC512 void quantizeColumnsF(const float* R, int64_t lo, int64_t B, float inv
     case 4: return quantizeColumnsG<4, kFieldBits>(R, lo, inv, scale, zero, L, Lf, seed, out);
     case 8: return quantizeColumnsG<8, kFieldBits>(R, lo, inv, scale, zero, L, Lf, seed, out);
     default: return quantizeColumnsG<16, kFieldBits>(R, lo, inv, scale, zero, L, Lf, seed, out);
-  }
-}
-
-// Dequantised value of every field value v (Thc::dequantizeSum: ((v − Lf)/n)·ml,
-// the same float operations), for 4-bit fields: a 16-float register.
-inline void fieldValues(int32_t Lf, float n, float ml, float* table) {
-  for (int v = 0; v < 16; ++v) table[v] = (static_cast<float>(v - Lf) / n) * ml;
-}
-
-template <int kFieldBits, bool kDivide>
-GZ_THC512 void dequantizeGroupsT(const uint8_t* in, int64_t B, int32_t Lf, float n, float ml, float* Y) {
-  const __m512i off = _mm512_set1_epi32(Lf);
-  const __m512 nV = _mm512_set1_ps(n), mlV = _mm512_set1_ps(ml);
-  alignas(64) float table[16];
-  fieldValues(Lf, n, ml, table);
-  const __m512 values = _mm512_load_ps(table);
-  for (int64_t g = 0; g < B; g += 256) {
-    __m512 v[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) {
-      const int64_t k = g + 16 * r;
-      __m512 y;
-      if constexpr (kFieldBits == 4) {
-        // Byte w of 8 into 64-bit lane w; | its copy << 28 puts the low nibble in
-        // the lane's low half and the high nibble in its high half, and the
-        // table lookup reads only the low 4 bits of each 32-bit index.
-        const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + k / 2)));
-        y = _mm512_permutexvar_ps(_mm512_or_si512(b, _mm512_slli_epi64(b, 28)), values);
-      } else {
-        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k)));
-        __m512 s = _mm512_cvtepi32_ps(_mm512_sub_epi32(c, off));
-        if constexpr (kDivide) s = _mm512_div_ps(s, nV);  // (x / 1 is x exactly: skipped for one rank)
-        y = _mm512_mul_ps(s, mlV);                        // Thc::dequantizeSum: (s/n)·(M/L)
-      }
-      v[r] = fwht::strides1to8(y);
-    }
-    fwht::registerLevels<16>(v);
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) _mm512_storeu_ps(Y + g + 16 * r, v[r]);
   }
 }
 
@@ -181,9 +147,9 @@ GZ_THC512 double rotateGroupsT(const float* x, int64_t valid, const uint64_t* si
       if constexpr (kFull)
         a = _mm512_loadu_ps(x + k);
       else
-        a = _mm512_maskz_loadu_ps(firstLanes(valid - k), x + k);  // zero padding past valid
+        a = _mm512_maskz_loadu_ps(detail::firstLanes(valid - k), x + k);  // zero padding past valid
       if constexpr (kSquares) addSquares(x + k, kFull || k + 16 <= valid, a, acc0, acc1);
-      v[r] = fwht::strides1to8(flip(a, signMask(signs, k)));
+      v[r] = fwht::strides1to8(detail::flip(a, detail::signMask(signs, k)));
     }
     fwht::registerLevels<16>(v);  // element strides 16 .. 128
 #pragma GCC unroll 16
@@ -195,29 +161,8 @@ GZ_THC512 double rotateGroupsT(const float* x, int64_t valid, const uint64_t* si
 GZ_THC512 double sumSquaresT(const float* x, int64_t valid, int64_t B) {
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
   for (int64_t k = 0; k < B; k += 16)
-    addSquares(x + k, k + 16 <= valid, _mm512_maskz_loadu_ps(firstLanes(valid - k), x + k), acc0, acc1);
+    addSquares(x + k, k + 16 <= valid, _mm512_maskz_loadu_ps(detail::firstLanes(valid - k), x + k), acc0, acc1);
   return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
-}
-
-template <int G>
-GZ_THC512 void inverseColumnsG(const float* Y, int64_t valid, const uint64_t* signs, float inv, float* out) {
-  const __m512 invV = _mm512_set1_ps(inv);
-  for (int64_t j = 0; j < 256; j += 16) {
-    __m512 v[G];
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) v[g] = _mm512_loadu_ps(Y + 256 * g + j);
-    fwht::registerLevels<G>(v);
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) {
-      const int64_t k = 256 * g + j;
-      // RandomizedHadamard::inverse: the 1/√B scale, then D.
-      const __m512 w = flip(_mm512_mul_ps(v[g], invV), signMask(signs, k));
-      if (k + 16 <= valid)
-        _mm512_storeu_ps(out + k, w);
-      else
-        _mm512_mask_storeu_ps(out + k, firstLanes(valid - k), w);
-    }
-  }
 }
 
 }  // namespace
@@ -256,25 +201,6 @@ void quantizeColumns(const float* R, int64_t lo, int64_t B, float inv, float sca
   quantizeColumnsF<8>(R, lo, B, inv, scale, zero, L, Lf, seed, out);
 }
 
-void dequantizeGroups(const uint8_t* in, int64_t B, int fieldBits, int32_t Lf, float n, float ml, float* Y) {
-  if (n == 1.0f) {
-    if (fieldBits == 4) return dequantizeGroupsT<4, false>(in, B, Lf, n, ml, Y);
-    return dequantizeGroupsT<8, false>(in, B, Lf, n, ml, Y);
-  }
-  if (fieldBits == 4) return dequantizeGroupsT<4, true>(in, B, Lf, n, ml, Y);
-  dequantizeGroupsT<8, true>(in, B, Lf, n, ml, Y);
-}
-
-void inverseColumns(const float* Y, int64_t valid, const uint64_t* signs, int64_t B, float inv, float* out) {
-  switch (B / 256) {
-    case 1: return inverseColumnsG<1>(Y, valid, signs, inv, out);
-    case 2: return inverseColumnsG<2>(Y, valid, signs, inv, out);
-    case 4: return inverseColumnsG<4>(Y, valid, signs, inv, out);
-    case 8: return inverseColumnsG<8>(Y, valid, signs, inv, out);
-    default: return inverseColumnsG<16>(Y, valid, signs, inv, out);
-  }
-}
-
 #else  // no AVX-512 build: callers take the portable loops
 
 bool supportsBlock(int64_t) { return false; }
@@ -282,8 +208,6 @@ bool supports(int64_t, int) { return false; }
 double sumSquares(const float*, int64_t, int64_t) { return 0; }
 double rotateGroups(const float*, int64_t, const uint64_t*, int64_t, bool, float*) { return 0; }
 void quantizeColumns(const float*, int64_t, int64_t, float, float, bool, float, int32_t, int, uint64_t, uint8_t*) {}
-void dequantizeGroups(const uint8_t*, int64_t, int, int32_t, float, float, float*) {}
-void inverseColumns(const float*, int64_t, const uint64_t*, int64_t, float, float*) {}
 void signWords(uint64_t, uint64_t, int64_t, uint64_t*) {}
 
 #endif

@@ -36,7 +36,8 @@ struct NormsInPass {
 // Rotates block by block (R_b = H·D·pad(x)_b in a block-sized buffer that stays
 // in cache; D from sharedSeed) and quantises to the codes of the all-reduce
 // form: with M = range[b] and L = 2^(bits−1) − 1, y = clamp(R·(1/sqrt(B))·(L/M),
-// −L, L) (0 when M = 0), c = floor(y) + [uniform01Half(seed, i) < y − floor(y)],
+// −L, L) (0 when M = 0), c = roundUniform(y, k_i) with k_i = randomHalf(seed, i) >> 8
+// (StochasticQuantize.h: up iff k_i < ceil(2^24·(y − floor(y)))),
 // stored as c + L' in `fieldBits`-bit fields of SaturatingPackedSum's words.
 // With `fused`, range is ignored: the norms and ranges come from the rotation pass.
 at::Tensor rotateQuantizePack(const float* x, const float* range, const RandomizedHadamard& rht, int bits,

@@ -35,6 +35,28 @@ TEST(StochasticQuantize, TableSqIsUnbiased) {
   }
 }
 
+// roundUniform rounds y = a + j/2^24 up exactly for the j smallest of the 2^24
+// values of k (probability j/2^24 = y − floor(y)), and a fraction below the
+// grid up for every k but the largest (ceil), also for negative y whose
+// y − floor(y) is not a float (-2^-30: 1 − 2^-30 rounds to 1).
+TEST(StochasticQuantize, RoundUniformIsTheCeilRuleOnTheNoiseGrid) {
+  for (int a : {-7, -1, 0, 3, 6})
+    for (uint32_t j : {0u, 1u, 12345u, 8388608u, 16777215u}) {
+      const float y = static_cast<float>(a) + static_cast<float>(j) / 16777216.0f;
+      if (static_cast<double>(y) != a + j / 16777216.0) continue;  // not exact in float
+      for (uint32_t k : {0u, j > 0 ? j - 1 : 0u, j, j + 1, 16777215u}) {
+        if (k > 16777215u) continue;
+        EXPECT_EQ(roundUniform(y, k), a + (k < j ? 1 : 0)) << a << " " << j << " " << k;
+      }
+    }
+  for (uint32_t k : {0u, 77u, 16777215u}) {
+    EXPECT_EQ(roundUniform(-std::ldexp(1.0f, -30), k), 0) << k;  // up with probability 1 (within 2^-24)
+    EXPECT_EQ(roundUniform(std::ldexp(1.0f, -30), k), k == 0 ? 1 : 0) << k;  // ceil: 1/2^24
+    EXPECT_EQ(roundUniform(0.0f, k), 0);
+    EXPECT_EQ(roundUniform(-0.0f, k), 0);
+  }
+}
+
 TEST(StochasticQuantize, UniformSqIsUnbiasedAndChunkingFree) {
   for (float y : {-2.7f, 0.5f, 3.0f, 6.999f}) {
     std::vector<float> ys(kN, y);

@@ -172,17 +172,19 @@ TEST(Thc, AllReduceRefusesTheTableVariantWithAReason) {
 // R = RandomizedHadamard::forward, y = clamp(R·(L/M), −L, L), uniform SQ
 // (quantizeUniform, the same noise stream), SaturatingPackedSum words; and
 // decode = forward's inverse of (s/1)·(M/L). Compared bit for bit, for field
-// widths on the byte path (4, 8) and the int32 path (5), with padding, and for
-// blocks of 2^7 (portable loops) and 2^8, 2^9, 2^10, 2^12 (AVX-512 kernels
-// where the CPU has them: 1, 2, 4 and 16 register columns).
+// widths on the byte path (4, 8) and the int32 path (5), with padding, a block
+// of zeros (M = 0), and for blocks of 2^3 (the scalar loop), 2^7 (portable
+// loops) and 2^8, 2^9, 2^10, 2^12 (AVX-512 kernels where the CPU has them: 1,
+// 2, 4 and 16 register columns).
 TEST(Thc, FusedAllReduceCodecEqualsTheStepByStepPipeline) {
   comm::LocalCommunicator local;
   Context ctx{local};
   ctx.seed = 5;
   ctx.step = 3;
   const int64_t d = 5000;  // e.g. blocks of 512: 10 blocks, the last one padded
-  const at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(8)).mul_(1e-3);
-  for (int blockLog2 : {7, 8, 9, 10, 12})
+  at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(8)).mul_(1e-3);
+  x.narrow(0, 0, 1024).zero_();  // whole zero blocks up to 2^10
+  for (int blockLog2 : {3, 7, 8, 9, 10, 12})
   for (int agg : {0, 8, 5}) {
     SCOPED_TRACE(blockLog2);
     ThcOptions o;
