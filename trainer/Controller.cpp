@@ -242,7 +242,7 @@ void Controller::observe(const StepMeasure& m) {
   // Only a change the synchronisation explains (step − compute moves at
   // least half as much, the same way) counts: a host whose compute slowed
   // down (load from other processes) is not a reason to re-explore plans.
-  const double stepNow = median(steps_), dStep = stepNow - stepRef_, dSync = median(syncs_) - syncRef_;
+  const double stepNow = median(steps_), dStep = stepNow - stepDrift_.reference(), dSync = median(syncs_) - syncRef_;
   stepTriggered_ = stepArmed_ && stepDrift_.update(stepNow) && dSync * dStep > 0 &&
                    std::abs(dSync) >= 0.5 * std::abs(dStep);
   spdlog::debug("controller: comm observed {:.3g} s, predicted {:.3g} s (ratio median {:.3g}, smoothed {:.3g}, "
@@ -396,12 +396,13 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         rec["refit"] = "least squares for α; β from the running plan's latest collectives (slower than the fit)";
     } else {
       net_ = comm::probe(comm_, opts_.probe);
+      const double probed = net_.beta;
       rec["refit"] = "probe";
       // A token-bucket shaper lets the probe's small messages through at
       // line rate (its burst), so the probe can see a fast link that the
       // running plan's collectives do not: β from those, when slower, wins.
       if (comm_.rank() == 0 && adoptObservedBeta(0.0)) {
-        rec["beta_probe"] = before.beta;
+        rec["beta_probe"] = probed;
         rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
       }
     }
@@ -549,7 +550,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   }
   if (std::isfinite(stepRef) && stepRef > 0) {  // rank 0 alone evaluates the triggers
     stepDrift_.reset(stepRef);
-    stepRef_ = stepRef;
     syncRef_ = syncRef;
     stepArmed_ = true;
   }

@@ -139,7 +139,7 @@ class Controller {
   DriftDetector netDrift_, gainDrift_, stepDrift_;
   std::vector<double> steps_;  // the last step times (median for stepDrift_)
   std::vector<double> syncs_;  // the last step − compute times
-  double stepRef_ = 0, syncRef_ = 0;  // what the last decision measured for its plan
+  double syncRef_ = 0;  // step − compute the last decision measured for its plan (its step: stepDrift_)
   bool stepArmed_ = false, stepTriggered_ = false;
   int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set

@@ -296,7 +296,6 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
     // sparse plan, and keeping it is then right.
     EXPECT_LT(bits.at(r["chosen"]), bits.at("fp16@engine")) << seen;
     EXPECT_LE(bits.at(r["chosen"]), bits.at(before)) << seen;
-    if (before == "fp16@engine") EXPECT_NE(r["chosen"], before) << seen;
     if (slowRow >= 0) EXPECT_LE(step - slowRow, 30) << "slow from step ~" << slowRow << "; " << seen;
     checked = true;
     break;
