@@ -32,8 +32,14 @@ double parseNormOrder(const std::string& text, const std::string& who) {
   return p;
 }
 
-Dithering::Dithering(std::string name, std::vector<float> levels, double pNorm, std::string deployment)
-    : name_(std::move(name)), levels_(std::move(levels)), pNorm_(pNorm), deployment_(std::move(deployment)) {
+Dithering::Dithering(std::string name, std::vector<float> levels, double pNorm, std::string deployment,
+                     int64_t bucket)
+    : name_(std::move(name)),
+      levels_(std::move(levels)),
+      pNorm_(pNorm),
+      deployment_(std::move(deployment)),
+      bucket_(bucket) {
+  GZ_CHECK(bucket_ >= 0, "{}: bucket must be >= 0 (0 = one norm for the whole vector), got {}", name_, bucket_);
   GZ_CHECK(deployment_ == "allgather" || deployment_ == "ps" || deployment_ == "ring",
            "{}: deployment must be allgather, ps or ring, got '{}'", name_, deployment_);
   GZ_CHECK(levels_.size() >= 2 && levels_.front() == 0.0f && levels_.back() == 1.0f,
@@ -57,7 +63,13 @@ Capabilities Dithering::capabilities() const {
   return c;
 }
 
-int64_t Dithering::messageBytes(int64_t d) const { return 4 + packedBytes(d, codeBits_); }
+int64_t Dithering::bucketLength(int64_t d) const { return bucket_ > 0 ? std::min(bucket_, d) : d; }
+
+int64_t Dithering::messageBytes(int64_t d) const {
+  const int64_t b = bucketLength(d);
+  const int64_t buckets = b > 0 ? (d + b - 1) / b : 1;  // an empty message still carries one (zero) norm
+  return 4 * buckets + packedBytes(d, codeBits_);
+}
 
 double Dithering::bitsPerCoordinate(int64_t d, int n) const {
   GZ_CHECK(d > 0, "{}: bitsPerCoordinate needs d > 0", name_);
@@ -68,23 +80,34 @@ double Dithering::bitsPerCoordinate(int64_t d, int n) const {
   return 8.0 * static_cast<double>(bytes) / static_cast<double>(d);
 }
 
-float Dithering::normOf(const at::Tensor& x) const {
-  auto xd = x.to(at::kDouble);
-  if (std::isinf(pNorm_)) return static_cast<float>(xd.abs().max().item<double>());
-  return static_cast<float>(xd.norm(pNorm_).item<double>());
+at::Tensor Dithering::bucketNorms(const at::Tensor& x) const {
+  const int64_t d = x.numel(), b = bucketLength(d);
+  if (d == 0) return at::zeros({1}, at::kFloat);
+  const int64_t full = d / b, tail = d - full * b;
+  const auto xd = x.reshape({-1}).to(at::kDouble);
+  auto norms = at::empty({full + (tail > 0 ? 1 : 0)}, at::kDouble);
+  auto rowNorms = [&](const at::Tensor& rows) {
+    return std::isinf(pNorm_) ? rows.abs().amax(1) : rows.norm(pNorm_, 1);
+  };
+  if (full > 0) norms.narrow(0, 0, full).copy_(rowNorms(xd.narrow(0, 0, full * b).view({full, b})));
+  if (tail > 0) norms.narrow(0, full, 1).copy_(rowNorms(xd.narrow(0, full * b, tail).view({1, tail})));
+  return norms.to(at::kFloat);
 }
 
 at::Tensor Dithering::encodeMessage(const at::Tensor& xIn, uint64_t seed) const {
   auto x = xIn.cpu().contiguous();
-  const int64_t d = x.numel();
-  const float norm = d > 0 ? normOf(x) : 0.0f;
+  const int64_t d = x.numel(), bucket = std::max<int64_t>(bucketLength(d), 1);
+  const auto norms = bucketNorms(x);
+  const float* nrm = norms.data_ptr<float>();
   auto codes = at::empty({d}, at::kInt);
   const float* in = x.data_ptr<float>();
   int32_t* c = codes.data_ptr<int32_t>();
   const int s = static_cast<int>(levels_.size()) - 1;
   const float* lv = levels_.data();
-  at::parallel_for(0, d, 16384, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
+  const int64_t buckets = (d + bucket - 1) / bucket;
+  at::parallel_for(0, buckets, std::max<int64_t>(1, 16384 / bucket), [&](int64_t kb, int64_t ke) {
+    for (int64_t i = kb * bucket; i < std::min(d, ke * bucket); ++i) {
+      const float norm = nrm[i / bucket];  // i / bucket: one division next to upper_bound's ~4 compares
       const float y = norm > 0 ? std::min(std::fabs(in[i]) / norm, 1.0f) : 0.0f;
       // The interval [lv[j], lv[j+1]] containing y (Definition 3).
       int j = static_cast<int>(std::upper_bound(lv, lv + s + 1, y) - lv) - 1;
@@ -96,9 +119,10 @@ at::Tensor Dithering::encodeMessage(const at::Tensor& xIn, uint64_t seed) const 
     }
   });
   auto msg = at::empty({messageBytes(d)}, at::kByte);
-  std::memcpy(msg.data_ptr<uint8_t>(), &norm, 4);
+  const int64_t header = 4 * norms.numel();
+  std::memcpy(msg.data_ptr<uint8_t>(), nrm, header);
   auto packed = packBits(codes, codeBits_);
-  msg.narrow(0, 4, packed.numel()).copy_(packed);
+  msg.narrow(0, header, packed.numel()).copy_(packed);
   return msg;
 }
 
@@ -106,18 +130,22 @@ at::Tensor Dithering::decodeMessage(const at::Tensor& msgIn, int64_t d) const {
   auto msg = msgIn.contiguous();
   GZ_CHECK(msg.scalar_type() == at::kByte && msg.numel() == messageBytes(d), "{}: malformed payload for d = {}",
            name_, d);
-  float norm;
-  std::memcpy(&norm, msg.data_ptr<uint8_t>(), 4);
-  auto codes = unpackBits(msg.narrow(0, 4, msg.numel() - 4).contiguous(), codeBits_, d, at::kInt);
+  const int64_t bucket = std::max<int64_t>(bucketLength(d), 1);
+  const int64_t header = messageBytes(d) - packedBytes(d, codeBits_);
+  std::vector<float> norms(header / 4);
+  std::memcpy(norms.data(), msg.data_ptr<uint8_t>(), header);
+  auto codes = unpackBits(msg.narrow(0, header, msg.numel() - header).contiguous(), codeBits_, d, at::kInt);
   auto out = at::empty({d}, at::kFloat);
   const int32_t* c = codes.data_ptr<int32_t>();
   float* o = out.data_ptr<float>();
   const int32_t mask = (1 << indexBits_) - 1;
   const int s = static_cast<int>(levels_.size()) - 1;
-  for (int64_t i = 0; i < d; ++i) {
-    const int level = std::min(c[i] & mask, s);
-    const float v = norm * levels_[level];
-    o[i] = (c[i] >> indexBits_) ? -v : v;
+  for (int64_t k = 0, i = 0; i < d; ++k) {
+    for (const int64_t e = std::min(d, i + bucket); i < e; ++i) {
+      const int level = std::min(c[i] & mask, s);
+      const float v = norms[k] * levels_[level];
+      o[i] = (c[i] >> indexBits_) ? -v : v;
+    }
   }
   return out;
 }

@@ -6,9 +6,15 @@
 // probability (y_i − l_{u+1})/(l_u − l_{u+1}), else down (unbiased). Output:
 // ||x||_p · sign(x_i) · ξ(y_i).
 //
-// Wire: a float32 norm header, then per coordinate a sign bit and a level index
-// of ceil(log2(s+1)) bits, packed (compress/BitPack.h):
-//   bits/coordinate = 8·(4 + ceil(d·(1 + ceil(log2(s+1)))/8)) / d exactly.
+// Buckets: the norm is taken per bucket of B consecutive coordinates (B =
+// `bucket`; 0 = the whole message is one bucket, Definition 3 as written).
+// QSGD (Alistarh et al. 2017, "bucketing") quantises buckets of d = 512 in
+// its 4-bit experiments: one norm over 2^18+ coordinates makes most |x_i|/‖x‖
+// fall below the first level 1/s, and the variance grows as √d (Lemma 3.1:
+// ω = min(d/s², √d/s)), so with buckets ω is that of d = B.
+// Wire: k = ceil(d/B) float32 norm headers, then per coordinate a sign bit and
+// a level index of ceil(log2(s+1)) bits, packed (compress/BitPack.h):
+//   bits/coordinate = 8·(4k + ceil(d·(1 + ceil(log2(s+1)))/8)) / d exactly.
 // Aggregation (not summable: each worker has its own norm), two forms:
 //  "allgather" (default): every rank receives every rank's message, decodes
 //        all of them and averages in rank order;
@@ -43,7 +49,9 @@ class Dithering : public Compressor {
  public:
   // `levels`: ascending, levels.front() = 0, levels.back() = 1 (s + 1 values);
   // pNorm >= 1 (infinity allowed).
-  Dithering(std::string name, std::vector<float> levels, double pNorm, std::string deployment = "allgather");
+  // bucket: coordinates per norm (0: the whole message).
+  Dithering(std::string name, std::vector<float> levels, double pNorm, std::string deployment = "allgather",
+            int64_t bucket = 0);
 
   std::string name() const override { return name_; }
   Capabilities capabilities() const override;
@@ -60,11 +68,15 @@ class Dithering : public Compressor {
   double pNorm() const { return pNorm_; }
   const std::string& deployment() const { return deployment_; }
   int codeBits() const { return codeBits_; }
-  // ||x||_p as the encoder computes it (double accumulation, rounded to float).
-  float normOf(const at::Tensor& x) const;
+  int64_t bucket() const { return bucket_; }
+  // Coordinates per bucket in a message of d coordinates (d when bucket = 0).
+  int64_t bucketLength(int64_t d) const;
+  // ||x_b||_p of every bucket b of x as the encoder computes them (double
+  // accumulation, rounded to float); one 0 for an empty x.
+  at::Tensor bucketNorms(const at::Tensor& x) const;
 
  private:
-  // One uint8 message: 4 bytes of norm, then the packed codes.
+  // One uint8 message: 4 bytes of norm per bucket, then the packed codes.
   at::Tensor encodeMessage(const at::Tensor& x, uint64_t seed) const;
   at::Tensor decodeMessage(const at::Tensor& msg, int64_t d) const;
   int64_t messageBytes(int64_t d) const;
@@ -76,6 +88,7 @@ class Dithering : public Compressor {
   std::vector<float> levels_;
   double pNorm_;
   std::string deployment_;  // "allgather" | "ps" | "ring"
+  int64_t bucket_;          // coordinates per norm; 0 = whole message
   int indexBits_, codeBits_;
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)
 };

@@ -13,6 +13,7 @@ NaturalDitheringOptions NaturalDitheringOptions::fromYaml(YamlReader& r) {
   o.norm = r.getString("norm", o.norm);
   parseNormOrder(o.norm, "dnat");
   o.deployment = r.getEnum("deployment", o.deployment, {"allgather", "ps", "ring"});
+  o.bucket = r.getInt("bucket", o.bucket, 0, int64_t{1} << 40);
   r.finish();
   return o;
 }
@@ -21,6 +22,7 @@ void NaturalDitheringOptions::toYaml(YAML::Node& node) const {
   node["levels"] = levels;
   node["norm"] = norm;
   node["deployment"] = deployment;
+  node["bucket"] = bucket;
 }
 
 std::vector<float> NaturalDithering::naturalLevels(int s) {
@@ -39,6 +41,6 @@ double NaturalDithering::theorem4Omega(int64_t d, int s, double p) {
 
 NaturalDithering::NaturalDithering(const NaturalDitheringOptions& options)
     : Dithering("dnat", naturalLevels(options.levels), parseNormOrder(options.norm, "dnat"),
-                options.deployment) {}
+                options.deployment, options.bucket) {}
 
 }  // namespace gradzip::compress

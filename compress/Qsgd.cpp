@@ -11,6 +11,7 @@ QsgdOptions QsgdOptions::fromYaml(YamlReader& r) {
   o.norm = r.getString("norm", o.norm);
   parseNormOrder(o.norm, "qsgd");
   o.deployment = r.getEnum("deployment", o.deployment, {"allgather", "ps", "ring"});
+  o.bucket = r.getInt("bucket", o.bucket, 0, int64_t{1} << 40);
   r.finish();
   return o;
 }
@@ -19,6 +20,7 @@ void QsgdOptions::toYaml(YAML::Node& node) const {
   node["levels"] = levels;
   node["norm"] = norm;
   node["deployment"] = deployment;
+  node["bucket"] = bucket;
 }
 
 std::vector<float> Qsgd::uniformLevels(int s) {
@@ -30,6 +32,6 @@ std::vector<float> Qsgd::uniformLevels(int s) {
 
 Qsgd::Qsgd(const QsgdOptions& options)
     : Dithering("qsgd", uniformLevels(options.levels), parseNormOrder(options.norm, "qsgd"),
-                options.deployment) {}
+                options.deployment, options.bucket) {}
 
 }  // namespace gradzip::compress
