@@ -121,7 +121,11 @@ double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const 
 }
 
 int simulateCommand(const SimulateArgs& args) {
-  const auto p = loadRunProfile(args.run);
+  auto p = loadRunProfile(args.run);
+  if (args.timeWeight >= 0) {
+    GZ_CHECK(args.timeWeight <= 1, "simulate: --time-weight must be in [0, 1], got {}", args.timeWeight);
+    p.timeWeight = args.timeWeight;
+  }
   comm::NetworkParams net = p.net;
   if (args.mbit > 0) net.beta = 8.0 / (args.mbit * 1e6);
   if (args.latencyMs >= 0) net.alpha = args.latencyMs * 1e-3;

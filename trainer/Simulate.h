@@ -14,6 +14,7 @@
 #pragma once
 
 #include "comm/CostModel.h"
+#include "trainer/ControllerOptions.h"
 #include "trainer/Plan.h"
 #include "trainer/Pareto.h"
 
@@ -37,7 +38,7 @@ struct RunProfile {
   double baseStep = 0;      // measured step time without waiting for communication
   std::vector<int64_t> buckets;  // coordinates of each controlled bucket
   std::vector<CandidateProfile> candidates;
-  double timeWeight = 0.5;
+  double timeWeight = ControllerOptions{}.timeWeight;  // the run's config when it has one
   KneeScale knee = KneeScale::Relative;
   // target -> (step, train seconds) of the first evaluation that reached it.
   std::map<double, std::pair<int64_t, double>> reached;
@@ -68,6 +69,7 @@ struct SimulateArgs {
   std::vector<int> workers = {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
   double mbit = 0;          // > 0: this bandwidth instead of the run's probe
   double latencyMs = -1;    // >= 0: this latency instead of the run's probe
+  double timeWeight = -1;   // in [0, 1]: this knee preference instead of the run's time_weight
   std::vector<std::string> validate;  // auto runs to check the predictions against
   std::string out;          // also write the report (markdown) here
 };

@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   simulate->add_option("--workers", simArgs.workers, "Worker counts")->capture_default_str();
   simulate->add_option("--mbit", simArgs.mbit, "Bandwidth in Mbit/s (default: the run's probe)");
   simulate->add_option("--latency-ms", simArgs.latencyMs, "Latency α in ms (default: the run's probe)");
+  simulate->add_option("--time-weight", simArgs.timeWeight,
+                       "Knee preference in [0, 1] (1: fastest) (default: the run's compress.time_weight)");
   simulate->add_option("--validate", simArgs.validate, "Other `auto` runs whose measured step times to predict")
       ->check(CLI::ExistingDirectory);
   simulate->add_option("--out", simArgs.out, "Also write the report (markdown) here");
