@@ -467,12 +467,20 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // the change, so it is explored afresh like the others; otherwise its
     // recent steps measure it.
     const bool remeasure = reason == "network" || reason == "step_time";
+    // Otherwise a candidate is worth exploring only if, predicted
+    // explore_margin slower, it would still replace the running plan as
+    // measured: where communication is a few % of the step nothing can.
+    const Objectives current{steps_.empty() ? INFINITY : median(steps_), statCost(recentStats_)};
+    auto& skipped = rec["not_explored"] = nlohmann::json::array();
     auto remaining = pts;
-    for (int64_t e = 0; e < opts_.explore && !front.empty(); ++e) {
-      if (paretoFront(remaining).empty()) break;
+    while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
       const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
+      if (!remeasure && !couldReplace(current, pts[i], opts_.exploreMargin, opts_.timeWeight, opts_.kneeScale())) {
+        skipped.push_back(candidates_[i].plan.key());
+        continue;
+      }
       exploreList.push_back(int64_t(i));
     }
     if (remeasure)

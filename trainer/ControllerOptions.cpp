@@ -39,6 +39,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
+  o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
   o.minInterval = r.getInt("min_interval", o.minInterval, 1);
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
@@ -72,6 +73,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["warmup_steps"] = warmupSteps;
   n["explore_steps"] = exploreSteps;
   n["explore"] = explore;
+  n["explore_margin"] = exploreMargin;
   n["check_every"] = checkEvery;
   n["min_interval"] = minInterval;
   n["network_interval"] = networkInterval;

@@ -57,4 +57,13 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeS
   return best;
 }
 
+bool couldReplace(const Objectives& current, const Objectives& candidate, double margin, double timeWeight,
+                  KneeScale scale) {
+  GZ_CHECK(margin >= 0, "knee: margin must be >= 0, got {}", margin);
+  const Objectives pessimistic{candidate.time * (1 + margin), candidate.stat};
+  if (!finite(pessimistic)) return false;
+  if (!finite(current)) return true;  // nothing measured to compare against
+  return kneePoint({current, pessimistic}, timeWeight, scale) == 1;  // a tie goes to index 0, the running plan
+}
+
 }  // namespace gradzip::trainer

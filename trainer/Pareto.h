@@ -42,4 +42,12 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5,
                  KneeScale scale = KneeScale::MinMax);
 
+// Whether a candidate predicted at `candidate` could replace the running plan,
+// measured at `current`: the knee of the two points is the candidate even
+// with its predicted time `margin` slower (the cost model's error, and a
+// saving too small to pay for exploring it). Exploration skips candidates that
+// cannot: on a link where communication is a few % of the step, nothing can.
+bool couldReplace(const Objectives& current, const Objectives& candidate, double margin, double timeWeight,
+                  KneeScale scale);
+
 }  // namespace gradzip::trainer

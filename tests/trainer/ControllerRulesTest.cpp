@@ -10,7 +10,9 @@
 
 #include <cmath>
 
+using gradzip::trainer::couldReplace;
 using gradzip::trainer::DriftDetector;
+using gradzip::trainer::KneeScale;
 using gradzip::trainer::kneePoint;
 using gradzip::trainer::Objectives;
 using gradzip::trainer::paretoFront;
@@ -63,6 +65,31 @@ TEST(Pareto, KneeEdgeCases) {
   EXPECT_EQ(kneePoint({{NAN, 0}, {2, 2}}), 1u);
   EXPECT_THROW(kneePoint({{NAN, 1}}), gradzip::UserError);
   EXPECT_THROW(kneePoint({{1, 1}}, 1.5), gradzip::UserError);
+}
+
+// The decisions logged in fmnist_resnet20_n2_unshaped and _n2_20M (step 20,
+// fp16 running): unshaped, fp16 measured at 85 ms is the step's compute, so
+// neither TopK 0.1% predicted at 85 ms (vNMSE 0.65) nor fp32 at 87 ms (vNMSE
+// 0) is worth exploring; at 20 Mbit/s fp16 takes 331 ms and TopKC 2-bit,
+// predicted at 128 ms with vNMSE 0.53, is. A candidate with fp16's vNMSE and a
+// 4% faster predicted step is explored at margin 0, but not at margin 0.05
+// (4% faster becomes ~1% slower).
+TEST(Pareto, CouldReplaceTheRunningPlan) {
+  const auto rel = KneeScale::Relative;
+  const Objectives fp16Unshaped{0.085, 4.3e-8};
+  EXPECT_FALSE(couldReplace(fp16Unshaped, {0.085, 0.65}, 0.05, 0.85, rel));
+  EXPECT_FALSE(couldReplace(fp16Unshaped, {0.087, 0.0}, 0.05, 0.85, rel));
+  const Objectives fp16Slow{0.331, 4.3e-8};
+  EXPECT_TRUE(couldReplace(fp16Slow, {0.128, 0.53}, 0.05, 0.85, rel));
+  EXPECT_TRUE(couldReplace(fp16Slow, {0.96 * 0.331, 4.3e-8}, 0.0, 0.85, rel));
+  EXPECT_FALSE(couldReplace(fp16Slow, {0.96 * 0.331, 4.3e-8}, 0.05, 0.85, rel));
+  // More accurate at the same predicted time: worth it at any weight below 1.
+  EXPECT_TRUE(couldReplace({0.1, 0.5}, {0.1, 0.01}, 0.0, 0.85, rel));
+  // Nothing measured for the running plan: every finite candidate; a
+  // candidate that failed screening: never.
+  EXPECT_TRUE(couldReplace({INFINITY, INFINITY}, {0.2, 0.5}, 0.05, 0.85, rel));
+  EXPECT_FALSE(couldReplace(fp16Slow, {INFINITY, INFINITY}, 0.05, 0.85, rel));
+  EXPECT_THROW(couldReplace(fp16Slow, {0.1, 0.1}, -0.1, 0.85, rel), gradzip::UserError);
 }
 
 TEST(DriftDetector, JumpTriggersNoiseDoesNot) {
