@@ -1,0 +1,38 @@
+// Helpers shared by the two halves of the controller (trainer/Controller.cpp,
+// trainer/ControllerDecision.cpp): wall-clock timing, the median that the
+// detectors and the β correction use, and the statistics record of the
+// decision log. Internal to trainer/.
+#pragma once
+
+#include "trainer/GradSync.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+namespace gradzip::trainer::detail {
+
+using Clock = std::chrono::steady_clock;
+inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Single collective times on a shared host have heavy tails, and on a fast
+// link they are mostly scheduling noise: the network detector and the β
+// correction take the median of the last kRatioWindow observations.
+constexpr size_t kRatioWindow = 9;
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// vNMSE = ||x − y||² / ||x||² and gain = ||y||² / ||x||² (paper's E||g_c||² / E||g_e||²).
+inline nlohmann::json statsJson(const CompressionStats& s) {
+  const double in = s.inputSq > 0 ? s.inputSq : NAN;
+  return {{"vnmse", s.errorSq / in}, {"gain", s.appliedSq / in}};
+}
+
+}  // namespace gradzip::trainer::detail
