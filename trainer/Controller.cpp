@@ -21,11 +21,7 @@
 #include <filesystem>
 
 namespace gradzip::trainer {
-using detail::Clock;
-using detail::kRatioWindow;
-using detail::median;
-using detail::since;
-using detail::statsJson;
+using namespace detail;  // trainer/ControllerDetail.h
 namespace {
 // Observations after a decision whose median becomes a detector's reference:
 // the new plan's own level, not the model's (the α-β model of a ping-pong

@@ -21,11 +21,7 @@
 #include <cmath>
 
 namespace gradzip::trainer {
-using detail::Clock;
-using detail::kRatioWindow;
-using detail::median;
-using detail::since;
-using detail::statsJson;
+using namespace detail;  // trainer/ControllerDetail.h
 
 bool Controller::adoptObservedBeta(double margin) {
   // β per observation: (t − a·α)/m with the plan's coefficients (Table I),
