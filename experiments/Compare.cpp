@@ -5,11 +5,13 @@
 
 #include "experiments/CompareSuite.h"
 #include "experiments/CompareSummary.h"
+#include "experiments/RunReuse.h"
 #include "models/Registry.h"
 #include "trainer/BuildInfo.h"
 #include "trainer/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
 #include "util/Error.h"
+#include "util/Hash.h"
 #include "util/Yaml.h"
 
 #include <nlohmann/json.hpp>
@@ -117,6 +119,12 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     if (!known) throw UserError(fmt::format("--only {}: no such arm in {}", name, args.suite));
   }
   const std::vector<Run> runs = planRuns(s, args.suite);
+  // A gradzip run another suite under out_dir finished with this executable.
+  const std::string exeFingerprint = args.reuse && !args.rerun ? fileFingerprint(selfExe) : "";
+  auto reusable = [&](const Run& r) -> std::optional<std::string> {
+    if (!r.arm->ddpHook.empty()) return std::nullopt;
+    return findReusableRun(s.outDir, r.dir, r.cfg, s.worldSize, exeFingerprint);
+  };
 
   if (args.dryRun) {
     std::cout << fmt::format("suite {} ({}): {} arms x {} network(s) x {} repeat(s) = {} runs on {} ranks; targets [{}]\n",
@@ -125,8 +133,9 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     for (const auto& r : runs) {
       if (!selected(args, *r.arm)) continue;
       const bool done = fs::exists(r.dir + "/done") && !args.rerun;
+      const auto from = done ? std::nullopt : reusable(r);
       std::cout << "  " << (r.group.empty() ? "" : "[" + r.group + "] ") << describePlan(r, s.worldSize)
-                << (done ? "  (finished; skipped)" : "") << "\n";
+                << (done ? "  (finished; skipped)" : from ? "  (would copy " + *from + ")" : "") << "\n";
     }
     std::cout << "dry run: every config parsed; nothing was trained\n";
     return 0;
@@ -136,6 +145,12 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     if (!selected(args, *r.arm)) continue;
     if (fs::exists(r.dir + "/done") && !args.rerun) {
       spdlog::info("arm {}: finished before; skipping (use --rerun to repeat)", r.name);
+      continue;
+    }
+    if (const auto from = reusable(r)) {
+      reuseRun(*from, r.dir);
+      spdlog::info("arm {}: copied {} (same config, world size and executable; --no-reuse trains it here)", r.name,
+                   *from);
       continue;
     }
     fs::create_directories(r.dir);
@@ -199,7 +214,17 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     }
     const std::string dir = groupDir(s, g);
     fs::create_directories(dir);
-    const std::string md = summaryMarkdown(in);
+    std::string md = summaryMarkdown(in);
+    std::string copied;
+    for (const auto& r : runs)
+      if (r.group == g && fs::exists(r.dir + "/reused_from")) {
+        std::ifstream f(r.dir + "/reused_from");
+        std::string from;
+        std::getline(f, from);
+        copied += fmt::format("{}- {}: the run of {} (same config, world size and executable)\n",
+                              copied.empty() ? "\nCopied from other suites:\n" : "", r.name, from);
+      }
+    md += copied;
     const nlohmann::json js = summaryJson(in);
     std::ofstream(dir + "/summary.md") << md;
     std::ofstream(dir + "/summary.json") << js.dump(2) << "\n";

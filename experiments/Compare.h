@@ -3,7 +3,9 @@
 // baselines always included, then writes and prints a time-to-accuracy summary
 // (end-to-end-utility paper: TTA is the metric, utility = speedup over FP16,
 // FP32 always shown, targets never reached are reported; experiments/
-// CompareSummary.h has the columns). A rerun skips runs that already finished.
+// CompareSummary.h has the columns). A rerun skips runs that already finished,
+// and a run another suite under out_dir already trained with the same config
+// and executable is copied from there (experiments/RunReuse.h).
 //
 // Suite file:
 //   suite: {name: quickstart, world_size: 2, targets: [0.7, 0.8], out_dir: runs,
@@ -29,6 +31,9 @@ struct CompareArgs {
   std::string suite;
   std::vector<std::string> only;  // run only these arms (by name)
   bool rerun = false;             // rerun finished arms too
+  // Copy a finished run of the same config, world size and executable from
+  // another suite under out_dir instead of training it again (RunReuse.h).
+  bool reuse = true;
   // Parse the suite and every run's effective config, print the plan (one line
   // per run: network, arm, repeat, seed, plan, budget, state) and train nothing.
   bool dryRun = false;

@@ -4,6 +4,7 @@
 #include "data/Factory.h"
 #include "models/Registry.h"
 #include "trainer/BuildInfo.h"
+#include "util/Hash.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/Controller.h"
 #include "trainer/Evaluator.h"
@@ -521,6 +522,7 @@ struct Trainer::Impl final : ControlledLoop {
                                                    << " (defaults filled in)\n" << e.c_str() << "\n";
       nlohmann::json env = {{"gradzip_version", gradzipVersion()},
                             {"git_revision", gitRevision()},
+                            {"executable_fingerprint", fileFingerprint("/proc/self/exe")},
                             {"torch_version", torchVersion()},
                             {"world_size", comm.size()},
                             {"backend", comm.backendName()},

@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   compare->add_option("suite", cmpArgs.suite, "Suite YAML")->required()->check(CLI::ExistingFile);
   compare->add_option("--only", cmpArgs.only, "Run only these arms");
   compare->add_flag("--rerun", cmpArgs.rerun, "Rerun arms that finished before");
+  compare->add_flag("!--no-reuse", cmpArgs.reuse,
+                    "Train every arm here rather than copy a finished run of the same config and executable from "
+                    "another suite under out_dir");
   compare->add_flag("--dry-run", cmpArgs.dryRun, "Parse the suite and every run's config, print the plan, train nothing");
 
   auto* simulate = app.add_subcommand(

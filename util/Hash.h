@@ -1,9 +1,15 @@
 // FNV-1a, 64 bit: a small, dependency-free hash for integrity checks that need
-// no cryptographic strength (checkpoint sidecars, config fingerprints).
+// no cryptographic strength (checkpoint sidecars, config fingerprints, the
+// executable a run was trained with).
 #pragma once
+
+#include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
 
 namespace gradzip {
 
@@ -21,5 +27,16 @@ class Fnv1a64 {
  private:
   uint64_t h_ = 1469598103934665603ULL;
 };
+
+// FNV-1a of a file's bytes as 16 hex digits; "" when it cannot be read.
+inline std::string fileFingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  Fnv1a64 h;
+  std::vector<char> buf(1 << 16);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0)
+    h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  return fmt::format("{:016x}", h.value());
+}
 
 }  // namespace gradzip

@@ -3,7 +3,8 @@
 // gradzip arms and lands in the same summary (with bits per coordinate, shares
 // and the comm-free bound), repeats run with consecutive seeds and report their
 // spread, a network sweep runs gradzip and DDP arms inside emulated networks
-// (root only), a rerun skips finished arms, and malformed suites are errors
+// (root only), a rerun skips finished arms, a run another suite finished with
+// the same config and executable is copied, and malformed suites are errors
 // naming the key. The dry run (called directly: experiments/Compare.h) parses every
 // run's config, trains nothing, and accepts every suite in experiments/suites/.
 #include "experiments/Compare.h"
@@ -126,6 +127,48 @@ TEST_F(CompareTest, BaselinesAndADdpPeerArmShareOneSummary) {
   ASSERT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("arm ddp_fp16: finished before; skipping"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("arm fp32: finished before; skipping"), std::string::npos) << o.text;
+}
+
+// Suite s trains fp16; suite s2, the same setup under another name, copies it
+// (byte-identical TTA log, provenance in reused_from and in the summary)
+// and trains fp32, which s never ran; s3 with one step fewer and s4 with
+// --no-reuse train their own. The dry run of a fresh suite names the copy.
+TEST_F(CompareTest, AnotherSuitesFinishedRunIsCopiedNotRetrained) {
+  const std::string s = suite("");
+  auto variant = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = readFile(s);
+    text.replace(text.find("{name: s,"), 9, "{name: " + name + ",");
+    if (!from.empty()) text.replace(text.find(from), from.size(), to);
+    const std::string path = dir.path() + "/" + name + ".yaml";
+    std::ofstream(path) << text;
+    return path;
+  };
+  auto o = sh(binary() + " compare " + s + " --only fp16");
+  ASSERT_EQ(o.status, 0) << o.text;
+  const std::string original = dir.path() + "/s/fp16";
+  ASSERT_TRUE(fs::exists(original + "/done"));
+  EXPECT_EQ(readFile(original + "/environment.json").find("\"executable_fingerprint\": \"\""), std::string::npos);
+
+  o = sh(binary() + " compare " + variant("s2", "", "") + " --only fp16 fp32");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("arm fp16: copied " + original), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("arm fp32: copied"), std::string::npos) << o.text;
+  EXPECT_EQ(readFile(dir.path() + "/s2/fp16/reused_from"), original + "\n");
+  EXPECT_EQ(readFile(dir.path() + "/s2/fp16/tta.jsonl"), readFile(original + "/tta.jsonl"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/s2/fp32/done"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/s2/fp32/reused_from"));
+  EXPECT_NE(readFile(dir.path() + "/s2/summary.md").find("- fp16: the run of " + original), std::string::npos);
+
+  o = sh(binary() + " compare " + variant("s3", "max_steps: 6", "max_steps: 5") + " --only fp16");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_FALSE(fs::exists(dir.path() + "/s3/fp16/reused_from")) << o.text;
+  o = sh(binary() + " compare " + variant("s4", "", "") + " --only fp16 --no-reuse");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_FALSE(fs::exists(dir.path() + "/s4/fp16/reused_from")) << o.text;
+  o = sh(binary() + " compare " + variant("s5", "", "") + " --dry-run");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("(would copy " + original + ")"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir.path() + "/s5")) << "a dry run must not create run directories";
 }
 
 TEST_F(CompareTest, MalformedArmsNameTheKey) {
