@@ -154,8 +154,7 @@ void Controller::resetMeasurements() {
 
 double Controller::statCost(const CompressionStats& s) const {
   if (!(s.inputSq > 0)) return INFINITY;
-  if (opts_.stat == "gain") return s.appliedSq > 0 ? s.inputSq / s.appliedSq : INFINITY;  // 1/gain (the paper)
-  return s.errorSq / s.inputSq;                                                           // vNMSE
+  return statisticalCost(opts_.stat, s.errorSq / s.inputSq, s.appliedSq / s.inputSq);
 }
 
 void Controller::observe(const StepMeasure& m) {

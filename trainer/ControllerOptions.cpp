@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace gradzip::trainer {
 
@@ -35,7 +36,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
     if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
   o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
   o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
-  o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain"});
+  o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain", "ef"});
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
@@ -88,6 +89,13 @@ YAML::Node ControllerOptions::toYaml() const {
   probe.toYaml(p);
   n["probe"] = p;
   return n;
+}
+
+double statisticalCost(const std::string& stat, double vnmse, double gain) {
+  if (stat == "gain") return gain > 0 && std::isfinite(gain) ? 1.0 / gain : INFINITY;
+  if (!std::isfinite(vnmse) || vnmse < 0) return INFINITY;
+  if (stat == "ef") return vnmse < 1 ? vnmse / (1 - vnmse) : INFINITY;
+  return vnmse;
 }
 
 }  // namespace gradzip::trainer

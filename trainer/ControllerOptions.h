@@ -42,7 +42,9 @@ struct ControllerOptions {
   // 0.5 the knee took THC's 35% slower steps for its lower vNMSE.
   double timeWeight = 0.85;
   std::string knee = "relative";  // Pareto.h KneeScale: relative | minmax
-  std::string stat = "vnmse";     // statistical cost: vnmse, or 1/gain as in the paper ("gain")
+  // Statistical cost (statisticalCost below): vnmse; 1/gain as in the paper
+  // ("gain"); or "ef", vNMSE/(1 − vNMSE).
+  std::string stat = "vnmse";
   int64_t warmupSteps = 20;       // steps on `initial` before the first decision
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
@@ -73,5 +75,18 @@ struct ControllerOptions {
   static ControllerOptions fromYaml(YamlReader& r);
   YAML::Node toYaml() const;
 };
+
+// The statistical cost the knee trades against time, from a plan's measured
+// vNMSE = ||x − C(x)||²/||x||² and gain = ||C(x)||²/||x||² (x: the compressor's
+// input, the residual included under error feedback):
+//   "vnmse": vNMSE;
+//   "gain":  1/gain (flexible-communication paper §3-E, from GraVAC);
+//   "ef":    vNMSE/(1 − vNMSE) = 1/δ − 1 for the contraction δ = 1 − vNMSE,
+//            the factor by which error feedback's memory term grows
+//            (Stich et al. 2018, "Sparsified SGD with memory", Thm 2.4: the
+//            k/d of top-k there is δ); ≈ vNMSE when small, unbounded as
+//            compression discards everything (vNMSE >= 1: infinite).
+// Non-finite inputs give +infinity.
+double statisticalCost(const std::string& stat, double vnmse, double gain);
 
 }  // namespace gradzip::trainer

@@ -91,9 +91,8 @@ RunProfile loadRunProfile(const std::string& dir) {
     if (cfg.controller) {
       p.timeWeight = cfg.controller->timeWeight;
       p.knee = cfg.controller->kneeScale();
-      if (cfg.controller->stat == "gain")  // the paper's 1/gain instead of vNMSE
-        for (size_t i = 0; i < p.candidates.size(); ++i)
-          p.candidates[i].stat = gains[i] > 0 ? 1.0 / gains[i] : INFINITY;
+      for (size_t i = 0; i < p.candidates.size(); ++i)  // the run's statistical cost (vNMSE as loaded)
+        p.candidates[i].stat = statisticalCost(cfg.controller->stat, p.candidates[i].stat, gains[i]);
     }
     if (std::filesystem::exists(dir + "/tta.jsonl")) {
       for (const auto& row : readJsonLines(dir + "/tta.jsonl")) {

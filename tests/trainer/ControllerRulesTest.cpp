@@ -2,6 +2,7 @@
 // (trainer/Pareto.h) on synthetic fronts, and the drift triggers
 // (trainer/DriftDetector.h) on constructed sequences whose trigger step is
 // computed in closed form.
+#include "trainer/ControllerOptions.h"
 #include "trainer/DriftDetector.h"
 #include "trainer/Pareto.h"
 #include "util/Error.h"
@@ -90,6 +91,20 @@ TEST(Pareto, CouldReplaceTheRunningPlan) {
   EXPECT_TRUE(couldReplace({INFINITY, INFINITY}, {0.2, 0.5}, 0.05, 0.85, rel));
   EXPECT_FALSE(couldReplace(fp16Slow, {INFINITY, INFINITY}, 0.05, 0.85, rel));
   EXPECT_THROW(couldReplace(fp16Slow, {0.1, 0.1}, -0.1, 0.85, rel), gradzip::UserError);
+}
+
+// The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
+// decisions: THC 4-bit (vNMSE 0.024), TopKC 2-bit (0.6), TopK 1.1% (0.775).
+TEST(StatisticalCost, VnmseGainAndErrorFeedbackContraction) {
+  using gradzip::trainer::statisticalCost;
+  EXPECT_DOUBLE_EQ(statisticalCost("vnmse", 0.6, 0.5), 0.6);
+  EXPECT_DOUBLE_EQ(statisticalCost("gain", 0.6, 0.5), 2.0);
+  EXPECT_NEAR(statisticalCost("ef", 0.024, 1.0), 0.024 / 0.976, 1e-12);  // ~ vNMSE when small
+  EXPECT_DOUBLE_EQ(statisticalCost("ef", 0.6, 0.5), 1.5);                // 1/δ − 1, δ = 0.4
+  EXPECT_NEAR(statisticalCost("ef", 0.775, 0.3), 0.775 / 0.225, 1e-12);  // 3.44: 2.3x TopKC's
+  EXPECT_EQ(statisticalCost("ef", 1.0, 0.0), INFINITY);
+  EXPECT_EQ(statisticalCost("gain", 0.5, 0.0), INFINITY);
+  EXPECT_EQ(statisticalCost("vnmse", NAN, 1.0), INFINITY);
 }
 
 TEST(DriftDetector, JumpTriggersNoiseDoesNot) {

@@ -120,9 +120,15 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.plan.key(), "fp16@engine");
   EXPECT_EQ(cfg.controller->networkInterval, 30);
   EXPECT_EQ(cfg.controller->minInterval, 200);
-  cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, pin: {name: thc, collective: ps}}");
+  EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
+  EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
+  EXPECT_EQ(cfg.controller->stat, "vnmse");
+  cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, stat: ef, explore_margin: 0,"
+              " pin: {name: thc, collective: ps}}");
   ASSERT_TRUE(cfg.controller);
   EXPECT_EQ(cfg.controller->networkInterval, 15);
+  EXPECT_EQ(cfg.controller->stat, "ef");
+  EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.0);
   ASSERT_TRUE(cfg.controller && cfg.controller->pin);
   EXPECT_EQ(cfg.plan.compressor, "thc");
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.8);
@@ -142,6 +148,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, families: [fp16, zip]}", "c.yaml:3: compress.families: unknown compressor family 'zip'");
   expectError("{name: auto, time_weight: 2}", "compress.time_weight");
   expectError("{name: auto, network_interval: 0}", "compress.network_interval");
+  expectError("{name: auto, stat: mse}", "compress.stat");
+  expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
   expectError("{name: auto, explore_step: 3}", "compress.explore_step: unknown key");
   expectError("{name: auto, pin: {name: cnat, collective: ring}}", "does not support collective 'ring'");
   expectError("autom", "expected a mapping");
