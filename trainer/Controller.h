@@ -111,8 +111,12 @@ class Controller {
   void resetMeasurements();
   void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
   Screened screen(const Plan& plan);
-  // Rank 0: β from the running plan's latest collectives replaces the model's
-  // when it is slower by more than `margin` (relative); true if it did.
+  // Every rank: β from the running plan's latest collectives, the smallest
+  // over ranks (observedBeta in ControllerDetail.h per rank, then MIN): the
+  // last rank to reach a collective sees its wire time, the others also wait
+  // for that rank, which on an oversubscribed host is most of the time. Rank
+  // 0 then adopts it when slower than the model by more than `margin`
+  // (relative); true (on rank 0) if it did.
   bool adoptObservedBeta(double margin);
   Measured explore(const Plan& plan, ControlledLoop& loop);
   double statCost(const CompressionStats& s) const;

@@ -24,16 +24,10 @@ namespace gradzip::trainer {
 using namespace detail;  // trainer/ControllerDetail.h
 
 bool Controller::adoptObservedBeta(double margin) {
-  // β per observation: (t − a·α)/m with the plan's coefficients (Table I),
-  // from the observations that took well over their latency term (an α-bound
-  // all-gather of a few hundred bytes would turn its latency noise into a
-  // bogus bandwidth).
-  std::vector<double> betas;
-  for (const auto& o : lastSamples_)
-    if (o.betaBytes > 0 && o.seconds >= 2 * o.alphaCount * net_.alpha)
-      betas.push_back(std::max(0.0, o.seconds - o.alphaCount * net_.alpha) / o.betaBytes);
-  if (betas.size() < kRatioWindow / 2 + 1) return false;  // too few for a median that ignores a burst
-  const double observed = median(betas);
+  auto t = torch::full({1}, observedBeta(lastSamples_, net_.alpha), torch::kDouble);
+  comm_.allReduce(t, comm::ReduceOp::Min).wait();
+  const double observed = t.item<double>();
+  if (comm_.rank() != 0 || !std::isfinite(observed)) return false;
   if (!(observed > net_.beta * (1 + margin))) return false;
   net_.beta = observed;
   return true;
@@ -119,7 +113,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     if (broadcastInt(fit && fit->beta > 0 ? 1 : 0)) {
       if (comm_.rank() == 0) net_ = *fit;
       rec["refit"] = "least squares over the observed collectives";
-      if (comm_.rank() == 0 && adoptObservedBeta(opts_.networkDrift))
+      if (adoptObservedBeta(opts_.networkDrift))
         rec["refit"] = "least squares for α; β from the running plan's latest collectives (slower than the fit)";
     } else {
       net_ = comm::probe(comm_, opts_.probe);
@@ -128,7 +122,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       // A token-bucket shaper lets the probe's small messages through at
       // line rate (its burst), so the probe can see a fast link that the
       // running plan's collectives do not: β from those, when slower, wins.
-      if (comm_.rank() == 0 && adoptObservedBeta(0.0)) {
+      if (adoptObservedBeta(0.0)) {
         rec["beta_probe"] = probed;
         rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
       }
@@ -136,7 +130,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     rec["alpha_before"] = before.alpha;
     rec["beta_before"] = before.beta;
     networkChanged = std::abs(net_.beta / before.beta - 1) > opts_.networkDrift;
-  } else if (comm_.rank() == 0) {
+  } else {
     // Any other decision: the running plan's latest collectives must not be
     // slower than the model says by more than the network threshold. A link
     // that slowed just before a gain-triggered decision (or while the network

@@ -29,6 +29,19 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// β per observation (t − a·α)/m with the plan's coefficients (Table I), from
+// the observations that took well over their latency term (an α-bound
+// all-gather of a few hundred bytes would turn its latency noise into a bogus
+// bandwidth), and their median; +infinity with fewer than half a window.
+template <typename Samples>
+double observedBeta(const Samples& samples, double alpha) {
+  std::vector<double> betas;
+  for (const auto& o : samples)
+    if (o.betaBytes > 0 && o.seconds >= 2 * o.alphaCount * alpha)
+      betas.push_back(std::max(0.0, o.seconds - o.alphaCount * alpha) / o.betaBytes);
+  return betas.size() < kRatioWindow / 2 + 1 ? INFINITY : median(betas);
+}
+
 // vNMSE = ||x − y||² / ||x||² and gain = ||y||² / ||x||² (paper's E||g_c||² / E||g_e||²).
 inline nlohmann::json statsJson(const CompressionStats& s) {
   const double in = s.inputSq > 0 ? s.inputSq : NAN;

@@ -2,6 +2,7 @@
 // (trainer/Pareto.h) on synthetic fronts, and the drift triggers
 // (trainer/DriftDetector.h) on constructed sequences whose trigger step is
 // computed in closed form.
+#include "trainer/ControllerDetail.h"
 #include "trainer/ControllerOptions.h"
 #include "trainer/DriftDetector.h"
 #include "trainer/Pareto.h"
@@ -105,6 +106,23 @@ TEST(StatisticalCost, VnmseGainAndErrorFeedbackContraction) {
   EXPECT_EQ(statisticalCost("ef", 1.0, 0.0), INFINITY);
   EXPECT_EQ(statisticalCost("gain", 0.5, 0.0), INFINITY);
   EXPECT_EQ(statisticalCost("vnmse", NAN, 1.0), INFINITY);
+}
+
+// β from observed collectives: 1 MB at 20 Mbit/s (β = 4e-7 s/B) plus 2α with
+// α = 1 ms is 0.402 s, so (t − 2α)/m gives β back; α-bound observations (a
+// 100-byte all-gather at 2.1 ms < 2·2α) are left out, and with fewer than 5
+// usable observations there is no estimate. The median ignores one burst.
+TEST(ObservedBeta, MedianOfTheBandwidthBoundObservations) {
+  using gradzip::comm::AlphaBetaSample;
+  using gradzip::trainer::detail::observedBeta;
+  const double alpha = 1e-3, beta = 4e-7;
+  std::vector<AlphaBetaSample> s;
+  for (int i = 0; i < 4; ++i) s.push_back({2, 1e6, 2 * alpha + 1e6 * beta});
+  s.push_back({2, 100, 2.1e-3});  // α-bound: not used
+  EXPECT_EQ(observedBeta(s, alpha), INFINITY);  // 4 usable < 5
+  s.push_back({2, 1e6, 2 * alpha + 1e6 * beta * 10});  // one burst of waiting
+  s.push_back({2, 1e6, 2 * alpha + 1e6 * beta});
+  EXPECT_NEAR(observedBeta(s, alpha), beta, 1e-15);
 }
 
 TEST(DriftDetector, JumpTriggersNoiseDoesNot) {
