@@ -2,6 +2,7 @@
 #include "comm/LinkFitter.h"
 
 #include "util/Error.h"
+#include "util/Median.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,15 +13,6 @@
 namespace gradzip::comm {
 
 namespace {
-
-double median(std::vector<double> v) {
-  GZ_ASSERT(!v.empty(), "median of nothing");
-  const size_t h = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + h, v.end());
-  if (v.size() % 2) return v[h];
-  const double hi = v[h];
-  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + h));
-}
 
 }  // namespace
 

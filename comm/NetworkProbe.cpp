@@ -7,6 +7,7 @@
 
 #include "comm/AlphaBetaFit.h"
 #include "util/Error.h"
+#include "util/Median.h"
 
 #include <spdlog/spdlog.h>
 
@@ -23,12 +24,6 @@ constexpr int kDataTag = 0x6751;
 using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Rank 0: up to `count` round trips of `buf` with `peer`; returns each one's
 // seconds. They go in batches of 1, 2, 4, ... announced to the peer one at a

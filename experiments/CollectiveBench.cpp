@@ -16,6 +16,7 @@
 #include "comm/Collective.h"
 #include "comm/Rendezvous.h"
 #include "util/Error.h"
+#include "util/Median.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -32,12 +33,6 @@ namespace gradzip::experiments {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // Times every op in `ops` `repeats` times, round-robin (so a change in machine
 // load hits all of them alike), after one warm-up run each. A run starts after

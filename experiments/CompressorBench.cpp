@@ -18,6 +18,7 @@
 #include "comm/LocalCommunicator.h"
 #include "compress/Factory.h"
 #include "util/Error.h"
+#include "util/Median.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -42,12 +43,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // |x_i| = exp(N(-6, 1.5²)) (gradient magnitudes spread over decades), random signs.
 at::Tensor syntheticGradient(int64_t d) {

@@ -19,22 +19,6 @@ namespace gradzip::trainer {
 namespace fs = std::filesystem;
 namespace {
 
-// FNV-1a 64 over the file, read in blocks.
-std::pair<uint64_t, uint64_t> sizeAndHash(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {0, 0};
-  Fnv1a64 h;
-  uint64_t n = 0;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), buf.size());
-    const auto got = in.gcount();
-    h.update(buf.data(), static_cast<size_t>(got));
-    n += got;
-  }
-  return {n, h.value()};
-}
-
 void fsyncFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd >= 0) {
@@ -62,7 +46,7 @@ std::optional<int64_t> validStep(const std::string& path) {
   int64_t step = 0;
   in >> size >> hash >> step;
   if (!in) return std::nullopt;
-  auto [n, h] = sizeAndHash(path);
+  auto [n, h] = fileSizeAndHash(path);
   if (n != size || h != hash) return std::nullopt;
   return step;
 }
@@ -77,7 +61,7 @@ void writeCheckpoint(const std::string& dir, int64_t step,
   fill(ar);
   ar.save_to(tmp);
   fsyncFile(tmp);
-  auto [n, h] = sizeAndHash(tmp);
+  auto [n, h] = fileSizeAndHash(tmp);
   if (validStep(cur)) {
     fs::rename(cur, prev);
     fs::rename(cur + ".sum", prev + ".sum");

@@ -1,10 +1,11 @@
 // Helpers shared by the two halves of the controller (trainer/Controller.cpp,
-// trainer/ControllerDecision.cpp): wall-clock timing, the median that the
-// detectors and the β correction use, and the statistics record of the
+// trainer/ControllerDecision.cpp): wall-clock timing, the β estimate from
+// observed collectives, and the statistics record of the
 // decision log. Internal to trainer/.
 #pragma once
 
 #include "trainer/GradSync.h"
+#include "util/Median.h"
 
 #include <nlohmann/json.hpp>
 
@@ -23,11 +24,7 @@ inline double since(Clock::time_point t) { return std::chrono::duration<double>(
 // correction take the median of the last kRatioWindow observations.
 constexpr size_t kRatioWindow = 9;
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using gradzip::median;  // util/Median.h
 
 // β per observation (t − a·α)/m with the plan's coefficients (Table I), from
 // the observations that took well over their latency term (an α-bound

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradzip {
@@ -28,15 +29,26 @@ class Fnv1a64 {
   uint64_t h_ = 1469598103934665603ULL;
 };
 
-// FNV-1a of a file's bytes as 16 hex digits; "" when it cannot be read.
-inline std::string fileFingerprint(const std::string& path) {
+// A file's size and FNV-1a, read in 1 MiB blocks; {0, 0} when it cannot be opened.
+inline std::pair<uint64_t, uint64_t> fileSizeAndHash(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
+  if (!in) return {0, 0};
   Fnv1a64 h;
-  std::vector<char> buf(1 << 16);
-  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0)
-    h.update(buf.data(), static_cast<size_t>(in.gcount()));
-  return fmt::format("{:016x}", h.value());
+  uint64_t n = 0;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = in.gcount();
+    h.update(buf.data(), static_cast<size_t>(got));
+    n += static_cast<uint64_t>(got);
+  }
+  return {n, h.value()};
+}
+
+// fileSizeAndHash's hash as 16 hex digits; "" when the file cannot be read.
+inline std::string fileFingerprint(const std::string& path) {
+  if (!std::ifstream(path, std::ios::binary)) return "";
+  return fmt::format("{:016x}", fileSizeAndHash(path).second);
 }
 
 }  // namespace gradzip
