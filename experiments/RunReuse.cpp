@@ -93,6 +93,14 @@ std::optional<std::string> findReusableRun(const std::string& outDir, const std:
   return std::nullopt;
 }
 
+bool sameArmConfig(const std::string& dir, const YAML::Node& armCfg) {
+  try {
+    return runKey(YAML::LoadFile((fs::path(dir) / "arm.yaml").string())) == runKey(armCfg);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 void reuseRun(const std::string& from, const std::string& to) {
   GZ_CHECK(!fs::exists(fs::path(to) / "done"), "compare: {} already holds a finished run", to);
   fs::create_directories(to);

@@ -27,6 +27,11 @@ std::optional<std::string> findReusableRun(const std::string& outDir, const std:
                                            const YAML::Node& armCfg, int worldSize,
                                            const std::string& executableFingerprint);
 
+// Whether the finished run in `dir` trained `armCfg` (its arm.yaml has the
+// same canonical config apart from run.name and run.out_dir). A run whose
+// arm.yaml is missing or unreadable counts as different.
+bool sameArmConfig(const std::string& dir, const YAML::Node& armCfg);
+
 // Copies `from` into `to` (which must not hold a finished run), records the
 // source in to/reused_from and marks `to` done.
 void reuseRun(const std::string& from, const std::string& to);

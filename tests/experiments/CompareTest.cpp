@@ -3,7 +3,8 @@
 // gradzip arms and lands in the same summary (with bits per coordinate, shares
 // and the comm-free bound), repeats run with consecutive seeds and report their
 // spread, a network sweep runs gradzip and DDP arms inside emulated networks
-// (root only), a rerun skips finished arms, a run another suite finished with
+// (root only), a rerun skips finished arms but refuses runs whose arm config
+// changed since, a run another suite finished with
 // the same config and executable is copied, and malformed suites are errors
 // naming the key. The dry run (called directly: experiments/Compare.h) parses every
 // run's config, trains nothing, and accepts every suite in experiments/suites/.
@@ -127,6 +128,20 @@ TEST_F(CompareTest, BaselinesAndADdpPeerArmShareOneSummary) {
   ASSERT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("arm ddp_fp16: finished before; skipping"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("arm fp32: finished before; skipping"), std::string::npos) << o.text;
+
+  // Once the suite is edited, the finished runs no longer match their arms:
+  // an error naming each of them, not a skip that summarises the old runs.
+  {
+    std::string text = readFile(s);
+    text.replace(text.find("max_steps: 6"), 12, "max_steps: 5");
+    std::ofstream(s) << text;
+  }
+  o = sh(binary() + " compare " + s);
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("3 finished run(s) trained a different config"), std::string::npos) << o.text;
+  for (const char* arm : {"fp32", "fp16", "ddp_fp16"})
+    EXPECT_NE(o.text.find(dir.path() + "/s/" + arm), std::string::npos) << arm << "\n" << o.text;
+  EXPECT_EQ(o.text.find("skipping"), std::string::npos) << o.text;
 }
 
 // Suite s trains fp16; suite s2, the same setup under another name, copies it
