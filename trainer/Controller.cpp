@@ -36,13 +36,14 @@ constexpr size_t kRecentCap = 1000;
 // trainer/ControllerDetail.h).
 constexpr double kMinImpact = 0.10;
 
-enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4 };
+enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
 const char* reasonName(int64_t r) {
   switch (r) {
     case kInitial: return "initial";
     case kNetwork: return "network";
     case kGain: return "gain";
     case kStepTime: return "step_time";
+    case kSounding: return "sounding";
     default: return "none";
   }
 }
@@ -55,8 +56,9 @@ Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSyn
       runDir_(std::move(runDir)),
       candidates_(makeCandidates(opts_)),
       netDrift_(opts_.networkDrift, kSmoothing, kCalibration),
+      gainDrift_(opts_.gainDrift, kSmoothing, kCalibration),
       stepDrift_(opts_.networkDrift, kSmoothing, kCalibration),
-      gainDrift_(opts_.gainDrift, kSmoothing, kCalibration) {
+      sounding_(2 * opts_.networkDrift) {
   for (int k = 0; k < sync_.numBuckets(); ++k)
     if (sync_.bucketNumel(k) * 4 >= opts_.smallBucketKb * 1024) large_.push_back(k);
   if (large_.empty()) {
@@ -148,6 +150,9 @@ void Controller::resetMeasurements() {
   netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = false;
   gainSeen_ = 0;
   changeSince_ = -1;
+  sounding_.reset();
+  lastSound_ = -1;
+  soundAgain_ = soundTriggered_ = latencyBound_ = false;
   steps_.clear();
   syncs_.clear();
 }
@@ -259,7 +264,7 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   if (comm_.size() < 2) return 0;
   observe(m);
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
-  int64_t reason = kNone;
+  int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {
     // A network or step-time change must persist for kRatioWindow steps
     // before it is acted on: by then the latest observations (α-β refit, the
@@ -272,16 +277,72 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
     const int64_t elapsed = step - lastDecision_;
     if (!decided_)
       reason = kInitial;
+    else if (soundTriggered_ && elapsed >= opts_.networkInterval)
+      reason = kSounding;  // confirmed by two soundings: no settling, no backoff
     else if (settled && elapsed >= opts_.networkInterval * networkBackoff_)
       reason = netTriggered_ ? kNetwork : kStepTime;
     else if (gainTriggered_ && elapsed >= opts_.minInterval)
       reason = kGain;
+    if (reason == kNone) soundBytes = soundingDue(step);
   }
-  reason = broadcastInt(reason);
-  if (reason == kNone) return 0;
+  auto t = torch::tensor({reason, soundBytes}, torch::kLong);
+  comm_.broadcast(t, 0).wait();
+  reason = t[0].item<int64_t>();
+  soundBytes = t[1].item<int64_t>();
+  double spent = soundBytes > 0 ? sound(step, soundBytes) : 0.0;
+  if (reason == kNone) return spent;
   const auto t0 = Clock::now();
   decide(step, reasonName(reason), loop);
+  return spent + since(t0);
+}
+
+int64_t Controller::soundingDue(int64_t step) {
+  if (opts_.soundEvery <= 0 || opts_.pin || !decided_ || recent_.empty()) return 0;
+  // Latency-bound: the plan's collectives move less than half a sounding a
+  // step, so on a shaped link they may fit in the token bucket's burst and
+  // not show its rate. Denser plans' collectives do, through the ratio
+  // detector (which keeps watching latency-bound plans too).
+  double planBytes = 0;
+  for (const auto& c : activeCoef_) planBytes += c.betaBytes;
+  const int64_t bytes = BandwidthSounding::bytesFor(0.0, 0.0, 0.0, comm_.size());  // the 64 KB floor
+  latencyBound_ = planBytes < 0.5 * double(bytes);
+  if (!latencyBound_) return 0;
+  if (lastSound_ < 0 || soundAgain_) return bytes;
+  // Every sound_every steps, or less often where a sounding would take more
+  // than sound_share of the steps in between (a slow link, fast steps).
+  const double meanStep = recentStep_ / double(recent_.size());
+  const double interval = std::max(double(opts_.soundEvery), sounding_.latest() / (opts_.soundShare * meanStep));
+  return double(step - lastSound_) >= interval ? bytes : 0;
+}
+
+double Controller::timedAllReduce(int64_t bytes) {
+  if (!soundBuffer_.defined() || soundBuffer_.numel() != bytes / 4) soundBuffer_ = torch::empty({bytes / 4}, torch::kFloat);
+  soundBuffer_.zero_();
+  const auto t0 = Clock::now();
+  comm_.allReduce(soundBuffer_).wait();
   return since(t0);
+}
+
+double Controller::sound(int64_t step, int64_t bytes) {
+  const double seconds = timedAllReduce(bytes);
+  if (comm_.rank() == 0) {
+    const double beta = BandwidthSounding::betaOf(seconds, bytes, comm_.size(), net_.alpha);
+    const auto verdict = sounding_.add(seconds);
+    lastSound_ = step;
+    soundAgain_ = verdict == BandwidthSounding::Verdict::Suspect;
+    soundTriggered_ = soundTriggered_ || verdict == BandwidthSounding::Verdict::Changed;
+    static constexpr const char* kVerdicts[] = {"reference", "steady", "suspect", "changed"};
+    writeDecision(nlohmann::json{{"step", step},
+                                 {"event", "sounding"},
+                                 {"plan", active_.key()},
+                                 {"bytes", bytes},
+                                 {"seconds", seconds},
+                                 {"beta", beta},
+                                 {"change", sounding_.change()},
+                                 {"verdict", kVerdicts[int(verdict)]}}
+                      .dump());
+  }
+  return seconds;
 }
 
 void Controller::save(torch::serialize::OutputArchive& ar) const {

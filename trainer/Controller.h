@@ -32,10 +32,15 @@
 // network_drift (or of the step time against the one measured for the chosen
 // plan when it was chosen: trigger "step_time") refits α and β (comm/LinkFitter.h over the observations since
 // the drift began when they identify both, else a fresh probe) and re-decides.
+// While the running plan is latency-bound, its collectives cannot show the
+// bandwidth: timed all-reduces every sound_every steps do (trainer/BandwidthSounding.h),
+// and two in a row that see β move call a decision (trigger "sounding") with β
+// scaled by their change.
 #pragma once
 
 #include "comm/LinkFitter.h"
 #include "comm/LocalCommunicator.h"
+#include "trainer/BandwidthSounding.h"
 #include "trainer/Candidates.h"
 #include "trainer/DriftDetector.h"
 #include "trainer/GradSync.h"
@@ -124,6 +129,15 @@ class Controller {
   compress::Compressor& codec(const Plan& plan);
   double commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out);
   int64_t broadcastInt(int64_t value);
+  // Rank 0, at a check: the bytes of a bandwidth sounding due now, or 0 (none
+  // due, the running plan's collectives are not latency-bound, or soundings
+  // are off).
+  int64_t soundingDue(int64_t step);
+  // Collective: one timed all-reduce of `bytes`; rank 0 adds its β to
+  // sounding_ and logs it. Returns the seconds it took.
+  double sound(int64_t step, int64_t bytes);
+  // Collective: the seconds one all-reduce of `bytes` (float32 zeros) takes.
+  double timedAllReduce(int64_t bytes);
   void writeDecision(const std::string& json);
 
   ControllerOptions opts_;
@@ -168,6 +182,13 @@ class Controller {
     int64_t count = 0;
   } followup_;
   std::ofstream planLog_;
+  // Bandwidth soundings (rank 0 decides and keeps the verdicts).
+  BandwidthSounding sounding_;
+  at::Tensor soundBuffer_;
+  int64_t lastSound_ = -1;    // step of the last sounding on this plan (-1: none yet)
+  bool soundAgain_ = false;   // the last sounding was suspect: confirm at the next check
+  bool soundTriggered_ = false;
+  bool latencyBound_ = false;  // the running plan moves less than half a sounding per step: soundings watch the link
 };
 
 }  // namespace gradzip::trainer

@@ -1,5 +1,6 @@
 // Implements trainer/Controller.h's decision (Controller::decide): α and β
-// refitted or probed when the network moved, every candidate screened on
+// refitted or probed when the network moved (β from the bandwidth
+// soundings while the running plan is latency-bound), every candidate screened on
 // rank 0 (encode/decode timed on this rank's last gradient, wire bits into
 // the α-β model), the candidates near the knee of the predicted front that
 // could replace the running plan explored from an in-memory checkpoint, and
@@ -104,9 +105,50 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // since the drift began where they identify both (several bucket sizes or
   // collectives); otherwise (one plan, one bucket: all observations share
   // their coefficients) a fresh probe, which every rank joins.
-  const bool networkTrigger = reason == "network" || reason == "step_time";
+  const bool networkTrigger = reason == "network" || reason == "step_time" || reason == "sounding";
   bool networkChanged = false;
-  if (networkTrigger) {
+  // While the running plan is latency-bound its collectives say nothing about
+  // β (they fit in a token bucket's burst; β from them would be their latency
+  // noise), and the bandwidth soundings watch the link instead
+  // (trainer/BandwidthSounding.h). At a network-type decision β is measured
+  // afresh: an all-reduce sized for the link the latest sounding saw (its
+  // effective β, latency included: a bound that errs towards a slow link and
+  // a small sounding), then, while one finds the link more than twice as fast
+  // as its size assumed, a bigger one, up to 3. β is the last one's (Table I
+  // ring cost). Other decisions keep β. α stays. No probe, no β from the
+  // collectives.
+  const bool bySoundings = broadcastInt(comm_.rank() == 0 && latencyBound_ && sounding_.hasReference() ? 1 : 0) != 0;
+  if (bySoundings) {
+    rec["alpha_before"] = net_.alpha;
+    rec["beta_before"] = net_.beta;
+    const double window = recent_.empty() ? 0.0 : double(opts_.soundEvery) * recentStep_ / double(recent_.size());
+    double estimate = BandwidthSounding::betaOf(sounding_.latest(), BandwidthSounding::bytesFor(0.0, 0.0, 0.0, n), n, 0.0);
+    double beta = net_.beta;
+    int64_t last = 0;
+    auto& rounds = rec["soundings"] = nlohmann::json::array();
+    for (int round = 0; networkTrigger && round < 3; ++round) {
+      int64_t bytes = 0;
+      if (comm_.rank() == 0) {
+        const int64_t want = BandwidthSounding::bytesFor(opts_.soundShare, window, estimate, n);
+        bytes = last == 0 || want > 2 * last ? want : 0;
+      }
+      bytes = broadcastInt(bytes);
+      if (bytes == 0) break;
+      const double seconds = timedAllReduce(bytes);
+      if (comm_.rank() == 0) {
+        beta = BandwidthSounding::betaOf(seconds, bytes, n, net_.alpha);
+        estimate = BandwidthSounding::betaOf(seconds, bytes, n, 0.0);
+        rounds.push_back({{"bytes", bytes}, {"seconds", seconds}, {"beta", beta}});
+      }
+      last = bytes;
+    }
+    if (comm_.rank() == 0) {
+      rec["sounding_change"] = sounding_.confirmedChange();
+      networkChanged = std::abs(beta / net_.beta - 1) > opts_.networkDrift;
+      net_.beta = beta;
+    }
+    rec["refit"] = "β from the bandwidth soundings (the running plan is latency-bound)";
+  } else if (networkTrigger) {
     const auto before = net_;
     std::optional<comm::NetworkParams> fit;
     if (comm_.rank() == 0) fit = fitter_.fit();
@@ -187,7 +229,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // After a network change the running plan's own recent steps straddle
     // the change, so it is explored afresh like the others; otherwise its
     // recent steps measure it.
-    const bool remeasure = reason == "network" || reason == "step_time";
+    const bool remeasure = networkTrigger;
     // Otherwise a candidate is worth exploring only if, predicted
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.

@@ -46,6 +46,8 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.networkDrift = r.getDouble("network_drift", o.networkDrift, 0.001, 100.0);
+  o.soundEvery = r.getInt("sound_every", o.soundEvery, 0);
+  o.soundShare = r.getDouble("sound_share", o.soundShare, 0.0, 1.0);
   o.followupSteps = r.getInt("followup_steps", o.followupSteps, 1);
   o.smallBucketKb = r.getInt("small_bucket_kb", o.smallBucketKb, 0);
   if (r.has("small_plan")) o.smallPlan = Plan::fromYaml(r.child("small_plan"));
@@ -80,6 +82,8 @@ YAML::Node ControllerOptions::toYaml() const {
   n["network_interval"] = networkInterval;
   n["gain_drift"] = gainDrift;
   n["network_drift"] = networkDrift;
+  n["sound_every"] = soundEvery;
+  n["sound_share"] = soundShare;
   n["followup_steps"] = followupSteps;
   n["small_bucket_kb"] = smallBucketKb;
   n["small_plan"] = smallPlan.toYaml();

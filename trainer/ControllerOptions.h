@@ -63,6 +63,15 @@ struct ControllerOptions {
   int64_t networkInterval = 30;
   double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
   double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
+  // Bandwidth soundings (trainer/BandwidthSounding.h) while the running plan
+  // is latency-bound (its collectives move less than 32 KB a step, within a
+  // token bucket's burst): one timed 64 KB all-reduce every sound_every steps
+  // (0: never), less often where it would take more than sound_share of the
+  // steps in between. Two soundings in a row whose time moved by more than
+  // 2·network_drift (and 1 ms) call a decision, which measures β with
+  // all-reduces sized to take sound_share of sound_every steps (up to 4 MB).
+  int64_t soundEvery = 50;
+  double soundShare = 0.02;
   int64_t followupSteps = 20;     // steps after a decision whose measured step time is logged against the prediction
   int64_t smallBucketKb = 64;     // buckets below this stay on small_plan
   Plan smallPlan;                 // fp16@engine

@@ -1,7 +1,9 @@
 // Tests the MOO controller's decision rules: the Pareto front and knee rule
 // (trainer/Pareto.h) on synthetic fronts, and the drift triggers
 // (trainer/DriftDetector.h) on constructed sequences whose trigger step is
-// computed in closed form.
+// computed in closed form, and the bandwidth soundings' sizes, β and verdicts
+// (trainer/BandwidthSounding.h).
+#include "trainer/BandwidthSounding.h"
 #include "trainer/ControllerDetail.h"
 #include "trainer/ControllerOptions.h"
 #include "trainer/DriftDetector.h"
@@ -123,6 +125,65 @@ TEST(ObservedBeta, MedianOfTheBandwidthBoundObservations) {
   s.push_back({2, 1e6, 2 * alpha + 1e6 * beta * 10});  // one burst of waiting
   s.push_back({2, 1e6, 2 * alpha + 1e6 * beta});
   EXPECT_NEAR(observedBeta(s, alpha), beta, 1e-15);
+}
+
+// Sizes: 2% of 50 steps of 0.1 s at 5 Mbit/s (β = 1.6e-6 s/B) is 62.5 KB,
+// raised to the 64 KB floor (over a 1 ms token-bucket burst up to 500 Mbit/s);
+// 2% of 50 s at 10 MB/s is 10 MB, capped at 4 MB; at 1 Gbit/s, 2% of 0.5 s
+// is 1.25 MB, rounded up to whole float32 elements split over 3 ranks (12 B).
+TEST(BandwidthSounding, SizesClampAndRoundToWholeElements) {
+  using gradzip::trainer::BandwidthSounding;
+  EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 5.0, 1.6e-6, 2), 65536);
+  EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 50.0, 1e-7, 2), 4 << 20);
+  EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 0.5, 8e-9, 3), 1250004);  // 1,250,000 -> next multiple of 12
+  EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 5.0, 0.0, 2), 65536);     // no bandwidth known: the floor
+}
+
+// β from one ring all-reduce (Table I: 2(N−1)α + 2(N−1)/N·M·β): 1 MB on 4
+// ranks at β = 4e-7 s/B (20 Mbit/s) with α = 1 ms takes 6 ms + 0.6 s, which
+// gives β back; a time below the latency terms still gives a positive β;
+// with α = 0 it is the effective β t/m.
+TEST(BandwidthSounding, BetaFromTheRingAllReduceCost) {
+  using gradzip::trainer::BandwidthSounding;
+  const double alpha = 1e-3, beta = 4e-7, m = 1.5e6;
+  EXPECT_NEAR(BandwidthSounding::betaOf(6 * alpha + m * beta, 1000000, 4, alpha), beta, 1e-15);
+  EXPECT_GT(BandwidthSounding::betaOf(1e-3, 65536, 2, alpha), 0.0);
+  EXPECT_DOUBLE_EQ(BandwidthSounding::betaOf(0.6, 1000000, 4, 0.0), 0.6 / m);  // effective β, latency included
+  EXPECT_THROW(BandwidthSounding::betaOf(1.0, 65536, 1, alpha), gradzip::UserError);
+}
+
+// Threshold 0.6 (network_drift 0.3 doubled), times in seconds: the first
+// sounding is the reference; within a factor 1.6 is steady, and so is any
+// change within kNoiseSeconds (1 ms: latency noise of a fast link); one
+// beyond both is suspect and a steady one clears it; two beyond the same way
+// are a change, two beyond in opposite directions are not; only a confirmed
+// change is one for the decision (confirmedChange); reset starts over.
+TEST(BandwidthSounding, TwoSoundingsBeyondTheThresholdAreAChange) {
+  using gradzip::trainer::BandwidthSounding;
+  using V = BandwidthSounding::Verdict;
+  BandwidthSounding s(0.6);
+  EXPECT_EQ(s.change(), 1.0);
+  EXPECT_EQ(s.add(0.052), V::Reference);  // 64 KB at 10 Mbit/s
+  EXPECT_EQ(s.add(0.078), V::Steady);     // 1.5x
+  EXPECT_EQ(s.add(0.036), V::Steady);     // 1/1.44
+  EXPECT_EQ(s.add(NAN), V::Steady);       // ignored
+  EXPECT_EQ(s.add(3e-4), V::Suspect);     // the link recovered ...
+  EXPECT_EQ(s.confirmedChange(), 1.0);    // not yet confirmed
+  EXPECT_EQ(s.add(0.05), V::Steady);      // ... once: noise
+  EXPECT_EQ(s.add(3e-4), V::Suspect);
+  EXPECT_EQ(s.add(0.2), V::Suspect);      // the other way: starts a new suspicion
+  EXPECT_EQ(s.add(3e-4), V::Suspect);
+  EXPECT_EQ(s.add(6e-4), V::Changed);
+  EXPECT_NEAR(s.change(), 6e-4 / 0.052, 1e-15);
+  EXPECT_EQ(s.confirmedChange(), s.change());
+  EXPECT_EQ(s.latest(), 6e-4);
+  EXPECT_EQ(s.add(-1.0), V::Changed);  // ignored: the verdict stands
+  // On the fast link: 0.1 to 0.9 ms is a factor 9 but within the noise floor.
+  s.reset();
+  EXPECT_EQ(s.add(1e-4), V::Reference);
+  EXPECT_EQ(s.add(9e-4), V::Steady);
+  EXPECT_EQ(s.add(9e-4), V::Steady);
+  EXPECT_EQ(s.add(2e-3), V::Suspect);  // 20x and 1.9 ms more: beyond both
 }
 
 TEST(DriftDetector, JumpTriggersNoiseDoesNot) {

@@ -2,8 +2,10 @@
 // cost against the paper's Table I / Eq. 4 numbers, the candidate list against
 // the compressors' capabilities, `compress: auto` parsing, exploration that
 // leaves the training state bit-identical (a pinned controller must train
-// exactly like the static plan it is pinned to, residuals included), and every
-// rank running the same plans, on real Gloo groups over loopback.
+// exactly like the static plan it is pinned to, residuals included), every
+// rank running the same plans, on real Gloo groups over loopback, and (root
+// only, in emulated networks) the moves to a sparse plan when the link slows
+// down and, through bandwidth soundings, back to a dense one when it recovers.
 #include "compress/Factory.h"
 #include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
@@ -43,6 +45,18 @@ trainer::TrainConfig config(const std::string& outDir, const std::string& compre
   return gradzip::testing::mlpConfig(outDir, compress,
                                      "train: {max_steps: " + std::to_string(steps) +
                                          ", eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30}\n");
+}
+
+// The step at which the launcher applied `rate` ("10 Mbit/s", "unshaped") of
+// an epoch schedule: it logs the epoch (from the progress file rank 0 writes
+// every step) read just before it changed the shaping, so the change came at
+// that step or later. -1 if the log has no such line.
+int64_t scheduleStep(const std::string& launchLog, const std::string& rate, double stepsPerEpoch) {
+  const auto at = launchLog.find(" rate " + rate);
+  if (at == std::string::npos) return -1;
+  const auto e = launchLog.rfind("epoch ", at);
+  if (e == std::string::npos) return -1;
+  return int64_t(std::stod(launchLog.substr(e + 6, at - e - 6)) * stepsPerEpoch);
 }
 
 }  // namespace
@@ -150,6 +164,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, network_interval: 0}", "compress.network_interval");
   expectError("{name: auto, stat: mse}", "compress.stat");
   expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
+  expectError("{name: auto, sound_every: -1}", "compress.sound_every");
+  expectError("{name: auto, sound_share: 2}", "compress.sound_share");
   expectError("{name: auto, explore_step: 3}", "compress.explore_step: unknown key");
   expectError("{name: auto, pin: {name: cnat, collective: ring}}", "does not support collective 'ring'");
   expectError("autom", "expected a mapping");
@@ -219,7 +235,9 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   EXPECT_EQ(r0, r1);
   int decisions = 0;
   for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
-    if (r["event"] == "start") EXPECT_EQ(r["plan"], "fp16@engine");
+    if (r["event"] == "start") {
+      EXPECT_EQ(r["plan"], "fp16@engine");
+    }
     if (r["event"] != "decision") continue;
     ++decisions;
     // Its inputs are logged: the network, every candidate's prediction, the front.
@@ -259,15 +277,11 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
                                          std::chrono::seconds(300));
   ASSERT_EQ(o.status, 0) << o.text;
   const std::string run = dir.path() + "/s";
-  // Where the link slowed down. The launcher logs the epoch (from the progress
-  // file rank 0 writes, up to ~0.5 s late) at which it applied 10 Mbit/s: the
-  // change came at that step or later (937 steps of 2 x 32 images make an
-  // epoch). The TTA rows (5 steps each) show when steps became 3x slower.
-  const auto at = o.text.find(" rate 10 Mbit/s");
-  ASSERT_NE(at, std::string::npos) << o.text;
-  const auto e = o.text.rfind("epoch ", at);
-  ASSERT_NE(e, std::string::npos) << o.text;
-  const int64_t applied = int64_t(std::stod(o.text.substr(e + 6, at - e - 6)) * 937.0);
+  // Where the link slowed down (937 steps of 2 x 32 images make an epoch; the
+  // launcher polls the progress file, so this can be up to ~0.5 s after
+  // 0.03 epoch). The TTA rows (5 steps each) show when steps became 3x slower.
+  const int64_t applied = scheduleStep(o.text, "10 Mbit/s", 937.0);
+  ASSERT_GE(applied, 0) << o.text;
   const auto rows = jsonLines(run + "/tta.jsonl");
   std::vector<double> early;
   for (const auto& r : rows)
@@ -304,7 +318,9 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
     // sparse plan, and keeping it is then right.
     EXPECT_LT(bits.at(r["chosen"]), bits.at("fp16@engine")) << seen;
     EXPECT_LE(bits.at(r["chosen"]), bits.at(before)) << seen;
-    if (slowRow >= 0) EXPECT_LE(step - slowRow, 30) << "slow from step ~" << slowRow << "; " << seen;
+    if (slowRow >= 0) {
+      EXPECT_LE(step - slowRow, 30) << "slow from step ~" << slowRow << "; " << seen;
+    }
     checked = true;
     break;
   }
@@ -361,4 +377,79 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   // A run without a decision log is a clear error.
   gradzip::testing::TempDir empty;
   EXPECT_THROW(trainer::loadRunProfile(empty.path()), UserError);
+}
+
+TEST_F(ControllerTrainTest, SoundsTheLinkAndMovesBackToADensePlanWhenItRecovers) {
+  // The reverse of the test above: 10 Mbit/s for the first 0.08 epoch (~75
+  // steps), unshaped after. At 10 Mbit/s the first decision (step 10) moves
+  // to TopK 1% or 0.1% (3 KB or 300 B all-gathers a step: within the token
+  // bucket's burst, as fast on the slow link as on the fast one), so the
+  // plan's own collectives cannot show the link recovering. Bandwidth
+  // soundings (64 KB all-reduces every 20 steps, trainer/BandwidthSounding.h)
+  // can. Stated bound: within 80 steps of the step the launcher logged for
+  // the change, a decision whose β came from soundings sees a fast link
+  // (> 100 Mbit/s) and moves from the sparse plan to a denser one. (The
+  // sounding interval, 20 steps, plus confirmation at the next check and the
+  // decision at the check after, 10; the rest is the lag until the change
+  // reaches the link and soundings disturbed by the loaded host: 20-40 steps
+  // of ~3 ms in our runs.)
+  if (geteuid() != 0) GTEST_SKIP() << "network emulation needs root";
+  const std::string bin = gradzip::testing::gradzipBinary();
+  if (bin.empty() || !fs::exists(bin)) GTEST_SKIP() << "GRADZIP_BINARY not set or not built";
+  const std::string cfg = dir.path() + "/recover.yaml";
+  std::ofstream(cfg) << "run: {name: s, out_dir: " << dir.path() << ", seed: 2, threads: 1}\n"
+                     << "model: {name: mlp, mlp: {hidden: [64]}}\n"
+                     << "data: {dataset: fashion_mnist, batch_size: 32}\n"
+                     << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+                     << "schedule: {name: constant}\n"
+                     << "train: {max_steps: 300, eval_every: 50, eval_batches: 1}\n"
+                     << "compress: {name: auto, families: [fp16, topk], ratios: [0.01, 0.001], time_weight: 0.3,"
+                        " warmup_steps: 10, check_every: 5, min_interval: 1000, network_interval: 10, explore: 2,"
+                        " explore_steps: 3, sound_every: 20, sound_share: 1, probe: {budget_seconds: 1}}\n";
+  auto o = gradzip::testing::runCommand(bin + " launch -n 2 --net 0e:10,0.08e:unshaped " + cfg,
+                                         std::chrono::seconds(300));
+  ASSERT_EQ(o.status, 0) << o.text;
+  const std::string run = dir.path() + "/s";
+  const int64_t recovered = scheduleStep(o.text, "unshaped", 937.0);
+  ASSERT_GE(recovered, 0) << o.text;
+
+  std::string plan = "fp16@engine", sparse, seen;
+  std::map<std::string, double> bits;
+  int soundings = 0;
+  bool checked = false;
+  for (const auto& r : jsonLines(run + "/decisions.jsonl")) {
+    if (r["event"] != "sounding" && r["event"] != "decision") continue;  // start, followup
+    const int64_t step = r.at("step").get<int64_t>();
+    if (r["event"] == "sounding") {
+      ++soundings;
+      EXPECT_EQ(r["bytes"].get<int64_t>(), 65536) << r.dump();
+      EXPECT_EQ(r["plan"], plan) << r.dump();  // soundings watch the running plan's link
+      EXPECT_FALSE(sparse.empty()) << "a sounding on the dense plan: " << r.dump();
+      seen += fmt::format("sounding {} ({}, x{:.3g}); ", step, r["verdict"].get<std::string>(),
+                          r["change"].get<double>());
+      continue;
+    }
+    for (const auto& c : r["candidates"])
+      if (c["bits"].is_number()) bits[c["plan"]] = c["bits"];
+    seen += fmt::format("decision {} ({}): {} at {:.1f} Mbit/s; ", step, r["trigger"].get<std::string>(),
+                        r["chosen"].get<std::string>(), r["bandwidth_mbit"].get<double>());
+    const std::string before = plan;
+    plan = r["chosen"];
+    if (step < recovered || r["bandwidth_mbit"].get<double>() < 100) {
+      if (bits.at(plan) < bits.at("fp16@engine")) sparse = plan;
+      continue;
+    }
+    // The first decision that saw the fast link.
+    EXPECT_LE(step - recovered, 80) << seen;
+    EXPECT_NE(r.value("refit", std::string()).find("soundings"), std::string::npos) << seen;
+    EXPECT_LT(bits.at(before), bits.at("fp16@engine")) << seen;
+    EXPECT_GT(bits.at(plan), bits.at(before)) << seen;
+    checked = true;
+    break;
+  }
+  std::cout << "link recovered at step >= " << recovered << "; " << seen << "\n";
+  ASSERT_FALSE(sparse.empty()) << "the slow link did not lead to a sparse plan; " << seen;
+  EXPECT_GE(soundings, 2) << seen;
+  EXPECT_TRUE(checked) << "no denser plan after the link recovered; " << seen;
+  EXPECT_EQ(jsonLines(run + "/rank0/plans.jsonl"), jsonLines(run + "/rank1/plans.jsonl"));
 }
