@@ -184,6 +184,34 @@ class ControllerTrainTest : public ::testing::Test {
   gradzip::testing::TempDir dir;
 };
 
+// Runs of the real CLI with each rank in its own network namespace (root, and
+// the built binary).
+class ControllerNetTest : public ControllerTrainTest {
+ protected:
+  void SetUp() override {
+    ControllerTrainTest::SetUp();
+    if (IsSkipped()) return;
+    if (geteuid() != 0) GTEST_SKIP() << "network emulation needs root";
+    const std::string bin = gradzip::testing::gradzipBinary();
+    if (bin.empty() || !fs::exists(bin)) GTEST_SKIP() << "GRADZIP_BINARY not set or not built";
+  }
+  // `gradzip launch -n 2 --net NET` of the hidden-64 MLP (2 x 32 images a
+  // step, 937 steps an epoch) under `compress` for `train` (the YAML flow
+  // map's inside), as run "s" below dir; the launcher's output.
+  gradzip::testing::Output launchEmulated(const std::string& net, const std::string& train, const std::string& compress) {
+    const std::string cfg = dir.path() + "/emulated.yaml";
+    std::ofstream(cfg) << "run: {name: s, out_dir: " << dir.path() << ", seed: 2, threads: 1}\n"
+                       << "model: {name: mlp, mlp: {hidden: [64]}}\n"
+                       << "data: {dataset: fashion_mnist, batch_size: 32}\n"
+                       << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+                       << "schedule: {name: constant}\n"
+                       << "train: {" << train << "}\n"
+                       << "compress: {name: auto, " << compress << "}\n";
+    return gradzip::testing::runCommand(gradzip::testing::gradzipBinary() + " launch -n 2 --net " + net + " " + cfg,
+                                        std::chrono::seconds(300));
+  }
+};
+
 TEST_F(ControllerTrainTest, PinnedExplorationLeavesTrainingBitIdentical) {
   // TopK with error feedback keeps a residual, momentum SGD keeps a buffer, and
   // the data loader a position: if exploration (from step 10 on, every 10
@@ -248,7 +276,7 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   EXPECT_GE(decisions, 1);
 }
 
-TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
+TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   // Two ranks in network namespaces; the link is unshaped for the first 0.03
   // epoch (~28 steps of 2 x 32 images, plus the progress file's lag) and
   // 10 Mbit/s after that (a rate
@@ -260,21 +288,10 @@ TEST_F(ControllerTrainTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   // slowdown (the median of 9 observations flips after 5, the change must
   // persist 9 more steps, and checks come every 5 steps; network_interval =
   // 10 after an earlier decision could add to that).
-  if (geteuid() != 0) GTEST_SKIP() << "network emulation needs root";
-  const std::string bin = gradzip::testing::gradzipBinary();
-  if (bin.empty() || !fs::exists(bin)) GTEST_SKIP() << "GRADZIP_BINARY not set or not built";
-  const std::string cfg = dir.path() + "/switch.yaml";
-  std::ofstream(cfg) << "run: {name: s, out_dir: " << dir.path() << ", seed: 2, threads: 1}\n"
-                     << "model: {name: mlp, mlp: {hidden: [64]}}\n"
-                     << "data: {dataset: fashion_mnist, batch_size: 32}\n"
-                     << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-                     << "schedule: {name: constant}\n"
-                     << "train: {max_steps: 200, eval_every: 5, eval_batches: 1}\n"
-                     << "compress: {name: auto, families: [fp32, fp16, topk, topkc], time_weight: 0.3,"
-                        " warmup_steps: 10, check_every: 5, min_interval: 20, network_interval: 10, explore: 2, explore_steps: 3,"
-                        " probe: {budget_seconds: 1}}\n";
-  auto o = gradzip::testing::runCommand(bin + " launch -n 2 --net 0e:unshaped,0.03e:10 " + cfg,
-                                         std::chrono::seconds(300));
+  auto o = launchEmulated("0e:unshaped,0.03e:10", "max_steps: 200, eval_every: 5, eval_batches: 1",
+                          "families: [fp32, fp16, topk, topkc], time_weight: 0.3, warmup_steps: 10, check_every: 5,"
+                          " min_interval: 20, network_interval: 10, explore: 2, explore_steps: 3,"
+                          " probe: {budget_seconds: 1}");
   ASSERT_EQ(o.status, 0) << o.text;
   const std::string run = dir.path() + "/s";
   // Where the link slowed down (937 steps of 2 x 32 images make an epoch; the
@@ -379,7 +396,7 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   EXPECT_THROW(trainer::loadRunProfile(empty.path()), UserError);
 }
 
-TEST_F(ControllerTrainTest, SoundsTheLinkAndMovesBackToADensePlanWhenItRecovers) {
+TEST_F(ControllerNetTest, SoundsTheLinkAndMovesBackToADensePlanWhenItRecovers) {
   // The reverse of the test above: 10 Mbit/s for the first 0.08 epoch (~75
   // steps), unshaped after. At 10 Mbit/s the first decision (step 10) moves
   // to TopK 1% or 0.1% (3 KB or 300 B all-gathers a step: within the token
@@ -393,21 +410,10 @@ TEST_F(ControllerTrainTest, SoundsTheLinkAndMovesBackToADensePlanWhenItRecovers)
   // decision at the check after, 10; the rest is the lag until the change
   // reaches the link and soundings disturbed by the loaded host: 20-40 steps
   // of ~3 ms in our runs.)
-  if (geteuid() != 0) GTEST_SKIP() << "network emulation needs root";
-  const std::string bin = gradzip::testing::gradzipBinary();
-  if (bin.empty() || !fs::exists(bin)) GTEST_SKIP() << "GRADZIP_BINARY not set or not built";
-  const std::string cfg = dir.path() + "/recover.yaml";
-  std::ofstream(cfg) << "run: {name: s, out_dir: " << dir.path() << ", seed: 2, threads: 1}\n"
-                     << "model: {name: mlp, mlp: {hidden: [64]}}\n"
-                     << "data: {dataset: fashion_mnist, batch_size: 32}\n"
-                     << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-                     << "schedule: {name: constant}\n"
-                     << "train: {max_steps: 300, eval_every: 50, eval_batches: 1}\n"
-                     << "compress: {name: auto, families: [fp16, topk], ratios: [0.01, 0.001], time_weight: 0.3,"
-                        " warmup_steps: 10, check_every: 5, min_interval: 1000, network_interval: 10, explore: 2,"
-                        " explore_steps: 3, sound_every: 20, sound_share: 1, probe: {budget_seconds: 1}}\n";
-  auto o = gradzip::testing::runCommand(bin + " launch -n 2 --net 0e:10,0.08e:unshaped " + cfg,
-                                         std::chrono::seconds(300));
+  auto o = launchEmulated("0e:10,0.08e:unshaped", "max_steps: 300, eval_every: 50, eval_batches: 1",
+                          "families: [fp16, topk], ratios: [0.01, 0.001], time_weight: 0.3, warmup_steps: 10,"
+                          " check_every: 5, min_interval: 1000, network_interval: 10, explore: 2, explore_steps: 3,"
+                          " sound_every: 20, sound_share: 1, probe: {budget_seconds: 1}");
   ASSERT_EQ(o.status, 0) << o.text;
   const std::string run = dir.path() + "/s";
   const int64_t recovered = scheduleStep(o.text, "unshaped", 937.0);
