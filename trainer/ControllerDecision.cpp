@@ -229,7 +229,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // After a network change the running plan's own recent steps straddle
     // the change, so it is explored afresh like the others; otherwise its
     // recent steps measure it.
-    const bool remeasure = networkTrigger;
+    // Unless the soundings just measured the link unchanged (the detector's
+    // alarm was noise): then the running plan's recent steps still hold.
+    const bool remeasure = networkTrigger && !(bySoundings && !networkChanged);
+    if (networkTrigger && !remeasure) rec["remeasure"] = "no: the soundings found the link unchanged";
     // Otherwise a candidate is worth exploring only if, predicted
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
