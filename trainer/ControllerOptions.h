@@ -70,6 +70,7 @@ struct ControllerOptions {
   // steps in between. Two soundings in a row whose time moved by more than
   // 2·network_drift (and 1 ms) call a decision, which measures β with
   // all-reduces sized to take sound_share of sound_every steps (up to 4 MB).
+  // Off in pinned mode, which must train like the static plan.
   int64_t soundEvery = 50;
   double soundShare = 0.02;
   int64_t followupSteps = 20;     // steps after a decision whose measured step time is logged against the prediction
