@@ -36,6 +36,8 @@ class BandwidthSounding {
   // second, clamped to [kMinBytes, kMaxBytes] and rounded up to a multiple of
   // 4·n (whole float32 elements, split evenly over n ranks).
   static int64_t bytesFor(double share, double seconds, double beta, int n);
+  // The periodic soundings' size: kMinBytes rounded up to a multiple of 4·n.
+  static int64_t periodicBytes(int n) { return bytesFor(0.0, 0.0, 0.0, n); }
   // β from one all-reduce of `bytes` on n >= 2 ranks that took `seconds`:
   // (t − 2(N−1)α) / (2(N−1)/N·M), at least 1e-3 of t/M (latency noise must not
   // make it zero or negative). With α = 0: t/(2(N−1)/N·M), the effective β

@@ -304,7 +304,7 @@ int64_t Controller::soundingDue(int64_t step) {
   // detector (which keeps watching latency-bound plans too).
   double planBytes = 0;
   for (const auto& c : activeCoef_) planBytes += c.betaBytes;
-  const int64_t bytes = BandwidthSounding::bytesFor(0.0, 0.0, 0.0, comm_.size());  // the 64 KB floor
+  const int64_t bytes = BandwidthSounding::periodicBytes(comm_.size());
   latencyBound_ = planBytes < 0.5 * double(bytes);
   if (!latencyBound_) return 0;
   if (lastSound_ < 0 || soundAgain_) return bytes;

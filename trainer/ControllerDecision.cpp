@@ -122,7 +122,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     rec["alpha_before"] = net_.alpha;
     rec["beta_before"] = net_.beta;
     const double window = recent_.empty() ? 0.0 : double(opts_.soundEvery) * recentStep_ / double(recent_.size());
-    double estimate = BandwidthSounding::betaOf(sounding_.latest(), BandwidthSounding::bytesFor(0.0, 0.0, 0.0, n), n, 0.0);
+    double estimate = BandwidthSounding::betaOf(sounding_.latest(), BandwidthSounding::periodicBytes(n), n, 0.0);
     double beta = net_.beta;
     int64_t last = 0;
     auto& rounds = rec["soundings"] = nlohmann::json::array();

@@ -137,6 +137,8 @@ TEST(BandwidthSounding, SizesClampAndRoundToWholeElements) {
   EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 50.0, 1e-7, 2), 4 << 20);
   EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 0.5, 8e-9, 3), 1250004);  // 1,250,000 -> next multiple of 12
   EXPECT_EQ(BandwidthSounding::bytesFor(0.02, 5.0, 0.0, 2), 65536);     // no bandwidth known: the floor
+  EXPECT_EQ(BandwidthSounding::periodicBytes(2), 65536);
+  EXPECT_EQ(BandwidthSounding::periodicBytes(3), 65544);                 // 64 KB rounded up to 12 B
 }
 
 // β from one ring all-reduce (Table I: 2(N−1)α + 2(N−1)/N·M·β): 1 MB on 4
