@@ -12,10 +12,6 @@
 
 namespace gradzip::comm {
 
-namespace {
-
-}  // namespace
-
 LinkFitter::LinkFitter(LinkFitterOptions opts) : opts_(opts) {
   GZ_CHECK(opts_.window >= 2, "link fitter: window must hold at least 2 samples, got {}", opts_.window);
   GZ_CHECK(opts_.bisquareC > 0, "link fitter: bisquare constant must be positive, got {}", opts_.bisquareC);

@@ -26,6 +26,9 @@ std::string runKey(const YAML::Node& armCfg) {
   return canonicalYaml(cfg);
 }
 
+// The run key of a run directory's arm.yaml (throws when it cannot be read).
+std::string armFileKey(const fs::path& dir) { return runKey(YAML::LoadFile((dir / "arm.yaml").string())); }
+
 // The candidate's key, world size and executable fingerprint; nullopt when a
 // file is missing or unreadable (such a directory is simply not reused).
 struct Recorded {
@@ -39,7 +42,7 @@ std::optional<Recorded> recorded(const fs::path& dir) {
     std::ifstream in(dir / "environment.json");
     const auto env = nlohmann::json::parse(in);
     Recorded r;
-    r.key = runKey(YAML::LoadFile((dir / "arm.yaml").string()));
+    r.key = armFileKey(dir);
     r.fingerprint = env.value("executable_fingerprint", std::string());
     r.worldSize = env.value("world_size", 0);
     return r;
@@ -95,7 +98,7 @@ std::optional<std::string> findReusableRun(const std::string& outDir, const std:
 
 bool sameArmConfig(const std::string& dir, const YAML::Node& armCfg) {
   try {
-    return runKey(YAML::LoadFile((fs::path(dir) / "arm.yaml").string())) == runKey(armCfg);
+    return armFileKey(dir) == runKey(armCfg);
   } catch (const std::exception&) {
     return false;
   }

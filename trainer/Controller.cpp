@@ -136,6 +136,13 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
     activeCoef_.emplace_back();
     commCoefficientsFor(k, large, &activeCoef_.back());
   }
+  // Latency-bound: the plan's collectives move less than half a sounding a
+  // step, so on a shaped link they may fit in the token bucket's burst and
+  // not show its rate. Denser plans' collectives do, through the ratio
+  // detector (which keeps watching latency-bound plans too).
+  double planBytes = 0;
+  for (const auto& c : activeCoef_) planBytes += c.betaBytes;
+  latencyBound_ = planBytes < 0.5 * double(BandwidthSounding::periodicBytes(comm_.size()));
   planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}}.dump() << "\n";
   planLog_.flush();
   resetMeasurements();
@@ -152,7 +159,7 @@ void Controller::resetMeasurements() {
   changeSince_ = -1;
   sounding_.reset();
   lastSound_ = -1;
-  soundAgain_ = soundTriggered_ = latencyBound_ = false;
+  soundAgain_ = soundTriggered_ = false;
   steps_.clear();
   syncs_.clear();
 }
@@ -297,16 +304,8 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
 }
 
 int64_t Controller::soundingDue(int64_t step) {
-  if (opts_.soundEvery <= 0 || opts_.pin || !decided_ || recent_.empty()) return 0;
-  // Latency-bound: the plan's collectives move less than half a sounding a
-  // step, so on a shaped link they may fit in the token bucket's burst and
-  // not show its rate. Denser plans' collectives do, through the ratio
-  // detector (which keeps watching latency-bound plans too).
-  double planBytes = 0;
-  for (const auto& c : activeCoef_) planBytes += c.betaBytes;
+  if (opts_.soundEvery <= 0 || opts_.pin || !decided_ || !latencyBound_ || recent_.empty()) return 0;
   const int64_t bytes = BandwidthSounding::periodicBytes(comm_.size());
-  latencyBound_ = planBytes < 0.5 * double(bytes);
-  if (!latencyBound_) return 0;
   if (lastSound_ < 0 || soundAgain_) return bytes;
   // Every sound_every steps, or less often where a sounding would take more
   // than sound_share of the steps in between (a slow link, fast steps).
@@ -316,8 +315,8 @@ int64_t Controller::soundingDue(int64_t step) {
 }
 
 double Controller::timedAllReduce(int64_t bytes) {
-  if (!soundBuffer_.defined() || soundBuffer_.numel() != bytes / 4) soundBuffer_ = torch::empty({bytes / 4}, torch::kFloat);
-  soundBuffer_.zero_();
+  // Zeros, which the sum keeps zero: the buffer is reused as it is.
+  if (!soundBuffer_.defined() || soundBuffer_.numel() != bytes / 4) soundBuffer_ = torch::zeros({bytes / 4}, torch::kFloat);
   const auto t0 = Clock::now();
   comm_.allReduce(soundBuffer_).wait();
   return since(t0);

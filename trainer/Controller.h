@@ -34,8 +34,8 @@
 // the drift began when they identify both, else a fresh probe) and re-decides.
 // While the running plan is latency-bound, its collectives cannot show the
 // bandwidth: timed all-reduces every sound_every steps do (trainer/BandwidthSounding.h),
-// and two in a row that see β move call a decision (trigger "sounding") with β
-// scaled by their change.
+// and two in a row that see the link change call a decision (trigger
+// "sounding"), which measures β with all-reduces sized for the new link.
 #pragma once
 
 #include "comm/LinkFitter.h"
@@ -188,7 +188,7 @@ class Controller {
   int64_t lastSound_ = -1;    // step of the last sounding on this plan (-1: none yet)
   bool soundAgain_ = false;   // the last sounding was suspect: confirm at the next check
   bool soundTriggered_ = false;
-  bool latencyBound_ = false;  // the running plan moves less than half a sounding per step: soundings watch the link
+  bool latencyBound_ = false;  // set by applyPlan: the plan moves less than half a sounding per step
 };
 
 }  // namespace gradzip::trainer

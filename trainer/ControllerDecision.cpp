@@ -118,7 +118,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // ring cost). Other decisions keep β. α stays. No probe, no β from the
   // collectives.
   const bool bySoundings = broadcastInt(comm_.rank() == 0 && latencyBound_ && sounding_.hasReference() ? 1 : 0) != 0;
-  if (bySoundings) {
+  if (bySoundings && !networkTrigger) {
+    rec["refit"] = "none: β kept (the running plan is latency-bound; the soundings watch the link)";
+  } else if (bySoundings) {
     rec["alpha_before"] = net_.alpha;
     rec["beta_before"] = net_.beta;
     const double window = recent_.empty() ? 0.0 : double(opts_.soundEvery) * recentStep_ / double(recent_.size());
@@ -126,7 +128,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     double beta = net_.beta;
     int64_t last = 0;
     auto& rounds = rec["soundings"] = nlohmann::json::array();
-    for (int round = 0; networkTrigger && round < 3; ++round) {
+    for (int round = 0; round < 3; ++round) {
       int64_t bytes = 0;
       if (comm_.rank() == 0) {
         const int64_t want = BandwidthSounding::bytesFor(opts_.soundShare, window, estimate, n);

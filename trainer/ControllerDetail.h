@@ -24,8 +24,6 @@ inline double since(Clock::time_point t) { return std::chrono::duration<double>(
 // correction take the median of the last kRatioWindow observations.
 constexpr size_t kRatioWindow = 9;
 
-using gradzip::median;  // util/Median.h
-
 // β per observation (t − a·α)/m with the plan's coefficients (Table I), from
 // the observations that took well over their latency term (an α-bound
 // all-gather of a few hundred bytes would turn its latency noise into a bogus

@@ -47,7 +47,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.networkDrift = r.getDouble("network_drift", o.networkDrift, 0.001, 100.0);
   o.soundEvery = r.getInt("sound_every", o.soundEvery, 0);
-  o.soundShare = r.getDouble("sound_share", o.soundShare, 0.0, 1.0);
+  o.soundShare = r.getDouble("sound_share", o.soundShare, 1e-4, 1.0);
   o.followupSteps = r.getInt("followup_steps", o.followupSteps, 1);
   o.smallBucketKb = r.getInt("small_bucket_kb", o.smallBucketKb, 0);
   if (r.has("small_plan")) o.smallPlan = Plan::fromYaml(r.child("small_plan"));
