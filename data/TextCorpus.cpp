@@ -3,6 +3,7 @@
 
 #include "data/GzReader.h"
 #include "util/Error.h"
+#include "util/Hash.h"
 
 #include <algorithm>
 #include <cstring>
@@ -159,14 +160,13 @@ int64_t TextCorpus::bytes() const {
 }
 
 uint64_t TextCorpus::fingerprint() const {
-  // FNV-1a 64 (Fowler, Noll, Vo): offset basis and prime from the reference.
-  uint64_t h = 0xcbf29ce484222325ULL;
-  auto add = [&h](unsigned char c) { h = (h ^ c) * 0x100000001b3ULL; };
+  Fnv1a64 h;  // util/Hash.h
+  const unsigned char boundary = 0xff;  // a byte UTF-8 never uses marks each document boundary
   for (const auto& d : documents_) {
-    for (unsigned char c : d) add(c);
-    add(0xff);  // a byte UTF-8 never uses marks each document boundary
+    h.update(d.data(), d.size());
+    h.update(&boundary, 1);
   }
-  return h;
+  return h.value();
 }
 
 std::string TextCorpus::describe() const {

@@ -4,6 +4,7 @@
 
 #include "data/Rng.h"
 #include "util/Error.h"
+#include "util/Hash.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -34,9 +35,9 @@ constexpr char kIdsMagic[8] = {'G', 'Z', 'I', 'D', 'S', '0', '1', '\n'};
 constexpr unsigned kSpmSeed = 20240601;  // SentencePiece's sampling seed, for reproducible models
 
 uint64_t hashBytes(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
+  Fnv1a64 h;
+  h.update(s.data(), s.size());
+  return h.value();
 }
 
 // Holds an exclusive flock on `path` for its lifetime.
