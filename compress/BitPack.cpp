@@ -4,6 +4,8 @@
 
 #include "util/Error.h"
 
+#include <ATen/Dispatch.h>
+
 #include <cstring>
 
 namespace gradzip::compress {
@@ -38,38 +40,35 @@ void unpackInto(const uint8_t* in, int bits, int64_t n, T* out) {
   }
 }
 
-}  // namespace
-
-int64_t packedBytes(int64_t n, int bits) { return (n * bits + 7) / 8; }
-
-at::Tensor packBits(const at::Tensor& codes, int bits) {
-  GZ_CHECK(bits >= 1 && bits <= 32, "packBits: bits must be in [1, 32], got {}", bits);
-  GZ_CHECK(codes.dim() == 1 && !at::isFloatingType(codes.scalar_type()),
-           "packBits: expected a 1-D integer tensor of codes");
-  const int64_t n = codes.numel();
-  auto c = codes.to(at::kCPU, at::kLong).contiguous();
-  const int64_t* src = c.data_ptr<int64_t>();
+// Packs src[0, n) into dst (zeroed, packedBytes(n, bits) bytes) in the codes'
+// own type (no widening copy); returns whether a code lies outside [0, 2^bits).
+template <typename T>
+bool packFrom(const T* src, int64_t n, int bits, uint8_t* dst) {
   const int64_t limit = int64_t{1} << bits;
-  auto out = at::zeros({packedBytes(n, bits)}, at::kByte);
-  uint8_t* dst = out.data_ptr<uint8_t>();
   bool bad = false;
   if (bits == 8) {
     for (int64_t k = 0; k < n; ++k) {
-      bad |= src[k] < 0 || src[k] >= limit;
+      bad |= static_cast<int64_t>(src[k]) < 0 || static_cast<int64_t>(src[k]) >= limit;
       dst[k] = static_cast<uint8_t>(src[k]);
     }
   } else if (bits == 4) {
-    for (int64_t k = 0; k < n; ++k) {
-      bad |= src[k] < 0 || src[k] >= limit;
-      dst[k / 2] |= static_cast<uint8_t>((src[k] & 0xF) << (4 * (k & 1)));
+    for (int64_t k = 0; k + 1 < n; k += 2) {
+      bad |= static_cast<int64_t>(src[k]) < 0 || static_cast<int64_t>(src[k]) >= limit ||
+             static_cast<int64_t>(src[k + 1]) < 0 || static_cast<int64_t>(src[k + 1]) >= limit;
+      dst[k / 2] = static_cast<uint8_t>((src[k] & 0xF) | ((src[k + 1] & 0xF) << 4));
+    }
+    if (n % 2) {
+      bad |= static_cast<int64_t>(src[n - 1]) < 0 || static_cast<int64_t>(src[n - 1]) >= limit;
+      dst[n / 2] = static_cast<uint8_t>(src[n - 1] & 0xF);
     }
   } else {
     uint64_t buf = 0;
     int have = 0;
     int64_t byte = 0;
     for (int64_t k = 0; k < n; ++k) {
-      bad |= src[k] < 0 || src[k] >= limit;
-      buf |= static_cast<uint64_t>(src[k] & (limit - 1)) << have;
+      const int64_t v = static_cast<int64_t>(src[k]);
+      bad |= v < 0 || v >= limit;
+      buf |= static_cast<uint64_t>(v & (limit - 1)) << have;
       have += bits;
       while (have >= 8) {
         dst[byte++] = static_cast<uint8_t>(buf & 0xFF);
@@ -79,6 +78,24 @@ at::Tensor packBits(const at::Tensor& codes, int bits) {
     }
     if (have > 0) dst[byte] = static_cast<uint8_t>(buf & 0xFF);
   }
+  return bad;
+}
+
+}  // namespace
+
+int64_t packedBytes(int64_t n, int bits) { return (n * bits + 7) / 8; }
+
+at::Tensor packBits(const at::Tensor& codes, int bits) {
+  GZ_CHECK(bits >= 1 && bits <= 32, "packBits: bits must be in [1, 32], got {}", bits);
+  GZ_CHECK(codes.dim() == 1 && !at::isFloatingType(codes.scalar_type()),
+           "packBits: expected a 1-D integer tensor of codes");
+  auto c = codes.cpu().contiguous();
+  if (c.scalar_type() == at::kBool) c = c.to(at::kByte);
+  auto out = at::zeros({packedBytes(c.numel(), bits)}, at::kByte);
+  bool bad = false;
+  AT_DISPATCH_INTEGRAL_TYPES(c.scalar_type(), "packBits", [&] {
+    bad = packFrom(c.data_ptr<scalar_t>(), c.numel(), bits, out.data_ptr<uint8_t>());
+  });
   GZ_CHECK(!bad, "packBits: a code lies outside [0, 2^{})", bits);
   return out;
 }

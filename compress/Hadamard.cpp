@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace gradzip::compress {
 namespace {
@@ -87,6 +88,19 @@ void tileButterflies(float* x, int64_t n, int64_t tile) {
   for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 1, tile);
 }
 
+// v[k] = −v[k] where bit k of `bits` is set, for k < n <= 64.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+void flipSigns(float* __restrict v, int64_t n, uint64_t bits) {
+  for (int64_t k = 0; k < n; ++k) {
+    uint32_t u;
+    std::memcpy(&u, v + k, 4);
+    u ^= static_cast<uint32_t>((bits >> k) & 1) << 31;
+    std::memcpy(v + k, &u, 4);
+  }
+}
+
 int64_t nextPow2(int64_t v) {
   int64_t p = 1;
   while (p < v) p *= 2;
@@ -120,24 +134,31 @@ RandomizedHadamard::RandomizedHadamard(int64_t d, int blockLog2) : d_(d) {
 }
 
 void RandomizedHadamard::applySigns(float* v, uint64_t seed) const {
-  // D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is set.
+  // D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is
+  // set. Negation is an xor of the sign bit, branch-free (a branch on random
+  // bits mispredicts half the time: it took most of the transform's time).
   at::parallel_for(0, (padded_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
-      const int64_t end = std::min<int64_t>(padded_, (w + 1) * 64);
-      for (int64_t i = w * 64; i < end; ++i)
-        if ((bits >> (i & 63)) & 1) v[i] = -v[i];
-    }
+    for (int64_t w = b; w < e; ++w) flipSigns(v + w * 64, std::min<int64_t>(padded_ - w * 64, 64), randomBits(seed, static_cast<uint64_t>(w)));
   });
 }
 
 at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed) const {
   GZ_CHECK(x.dim() == 1 && x.numel() == d_ && x.scalar_type() == at::kFloat,
            "RandomizedHadamard::forward: expected float32 [{}], got {} elements", d_, x.numel());
-  auto out = at::zeros({padded_}, at::kFloat);
-  out.narrow(0, 0, d_).copy_(x);
+  const auto xc = x.cpu().contiguous();
+  const float* src = xc.data_ptr<float>();
+  auto out = at::empty({padded_}, at::kFloat);
   float* v = out.data_ptr<float>();
-  applySigns(v, sharedSeed);
+  // D·pad(x) in one pass: x, then the zero padding, then the sign flips of every
+  // coordinate (padding included, as applySigns flips it).
+  at::parallel_for(0, (padded_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t lo = w * 64, n = std::min<int64_t>(padded_ - lo, 64), have = std::clamp<int64_t>(d_ - lo, 0, n);
+      std::memcpy(v + lo, src + lo, static_cast<size_t>(have) * 4);
+      std::fill(v + lo + have, v + lo + n, 0.0f);
+      flipSigns(v + lo, n, randomBits(sharedSeed, static_cast<uint64_t>(w)));
+    }
+  });
   fwhtInPlace(v, padded_, block_);
   out.mul_(1.0 / std::sqrt(static_cast<double>(block_)));  // orthonormal H = H_unnormalised / sqrt(B)
   return out;
@@ -146,12 +167,22 @@ at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed)
 at::Tensor RandomizedHadamard::inverse(const at::Tensor& y, uint64_t sharedSeed) const {
   GZ_CHECK(y.dim() == 1 && y.numel() == padded_ && y.scalar_type() == at::kFloat,
            "RandomizedHadamard::inverse: expected float32 [{}], got {} elements", padded_, y.numel());
-  auto out = y.cpu().contiguous().clone();
-  float* v = out.data_ptr<float>();
+  auto work = y.cpu().contiguous().clone();
+  float* v = work.data_ptr<float>();
   fwhtInPlace(v, padded_, block_);
-  out.mul_(1.0 / std::sqrt(static_cast<double>(block_)));
-  applySigns(v, sharedSeed);
-  return out.narrow(0, 0, d_).clone();
+  // The orthonormal scale and D on the first d coordinates, in one pass into the result
+  // (the same float products as a mul_ over the whole vector, then the sign flips).
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_)));
+  auto out = at::empty({d_}, at::kFloat);
+  float* o = out.data_ptr<float>();
+  at::parallel_for(0, (d_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t lo = w * 64, n = std::min<int64_t>(d_ - lo, 64);
+      for (int64_t k = 0; k < n; ++k) o[lo + k] = v[lo + k] * scale;
+      flipSigns(o + lo, n, randomBits(sharedSeed, static_cast<uint64_t>(w)));
+    }
+  });
+  return out;
 }
 
 }  // namespace gradzip::compress

@@ -17,6 +17,21 @@
 #include <cmath>
 
 namespace gradzip::compress {
+namespace {
+
+// Calls f(lo, hi, M[block]) for the runs of [b, e) that lie in one block of B
+// coordinates: the per-block range is read once per run, not divided out of
+// every index.
+template <class F>
+void forBlockRuns(int64_t b, int64_t e, int64_t B, F&& f, const float* M) {
+  while (b < e) {
+    const int64_t blk = b / B, hi = std::min(e, (blk + 1) * B);
+    f(b, hi, M[blk]);
+    b = hi;
+  }
+}
+
+}  // namespace
 
 const char* const kThcNoTableAllReduce =
     "the table variant is not offered with deployment: allreduce. An all-reduce forwards partial sums at every "
@@ -147,38 +162,42 @@ Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& norms,
                                                                        options_.symmetricTable).values;
     // Alg. 2 lines 8–9 in grid units: y = (clamp(x) − m)·g/(M − m) ∈ [0, g].
     at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float m = M[i / B];
+      forBlockRuns(b, e, B, [&](int64_t lo, int64_t hi, float m) {
         if (m > 0) {
-          const float v = std::min(std::max(R[i], -m), m);
-          Y[i] = std::min(std::max((v + m) * (static_cast<float>(g) / (2 * m)), 0.0f), static_cast<float>(g));
+          const float scale = static_cast<float>(g) / (2 * m);
+          for (int64_t i = lo; i < hi; ++i) {
+            const float v = std::min(std::max(R[i], -m), m);
+            Y[i] = std::min(std::max((v + m) * scale, 0.0f), static_cast<float>(g));
+          }
         } else {
-          Y[i] = 0.5f * g;  // an all-zero block: every value decodes to 0
+          std::fill(Y + lo, Y + hi, 0.5f * g);  // an all-zero block: every value decodes to 0
         }
-      }
+      }, M);
     });
     q.codes = at::empty({dp}, at::kByte);
     TableQuantizer(table).quantize(Y, dp, privateSeed, 0, q.codes.data_ptr<uint8_t>());
     const uint8_t* Z = q.codes.data_ptr<uint8_t>();
-    for (int64_t i = 0; i < dp; ++i) {
-      const float m = M[i / B];
-      X[i] = -m + static_cast<float>(table[Z[i]]) * (2 * m / g);  // Q = {m + T[z]·(M−m)/g}
-    }
+    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
+      const float step = 2 * m / g;
+      for (int64_t i = lo; i < hi; ++i) X[i] = -m + static_cast<float>(table[Z[i]]) * step;  // Q = {m + T[z]·(M−m)/g}
+    }, M);
   } else {
     const int L = (1 << (options_.bits - 1)) - 1;
     // §3.2.2: signed zero-centred codes, y = clamp(x)·L/M ∈ [−L, L].
     at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float m = M[i / B];
-        Y[i] = m > 0 ? std::min(std::max(R[i] * (static_cast<float>(L) / m), static_cast<float>(-L)),
-                                static_cast<float>(L))
-                     : 0.0f;
-      }
+      forBlockRuns(b, e, B, [&](int64_t lo, int64_t hi, float m) {
+        const float scale = m > 0 ? static_cast<float>(L) / m : 0.0f;
+        for (int64_t i = lo; i < hi; ++i)
+          Y[i] = m > 0 ? std::min(std::max(R[i] * scale, static_cast<float>(-L)), static_cast<float>(L)) : 0.0f;
+      }, M);
     });
     q.codes = at::empty({dp}, at::kInt);
     int32_t* C = q.codes.data_ptr<int32_t>();
     quantizeUniform(Y, dp, privateSeed, 0, C);
-    for (int64_t i = 0; i < dp; ++i) X[i] = static_cast<float>(C[i]) * (M[i / B] / L);
+    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
+      const float step = m / L;
+      for (int64_t i = lo; i < hi; ++i) X[i] = static_cast<float>(C[i]) * step;
+    }, M);
   }
   return q;
 }
@@ -193,13 +212,16 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   if (options_.deployment == "ps") {
     // Alg. 2 lines 16–17: m + (Y/n)·(M − m)/g.
     const float g = static_cast<float>(granularityFor(n));
-    for (int64_t i = 0; i < dp; ++i) {
-      const float m = M[i / B];
-      o[i] = -m + (static_cast<float>(s[i]) / n) * (2 * m / g);
-    }
+    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
+      const float step = 2 * m / g;
+      for (int64_t i = lo; i < hi; ++i) o[i] = -m + (static_cast<float>(s[i]) / n) * step;
+    }, M);
   } else {
     const float L = static_cast<float>((1 << (options_.bits - 1)) - 1);
-    for (int64_t i = 0; i < dp; ++i) o[i] = (static_cast<float>(s[i]) / n) * (M[i / B] / L);
+    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
+      const float step = m / L;
+      for (int64_t i = lo; i < hi; ++i) o[i] = (static_cast<float>(s[i]) / n) * step;
+    }, M);
   }
   return out;
 }
@@ -285,8 +307,11 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
     const auto& table = options_.variant == "uniform"
                             ? uniformThcTable(options_.bits, options_.p).values
                             : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values;
-    auto z = unpackBits(p.tensors[1], options_.bits, rht.paddedDim(), at::kLong);
-    sums = at::tensor(std::vector<int32_t>(table.begin(), table.end()), at::kInt).index({z}).contiguous();
+    const auto z = unpackBits(p.tensors[1], options_.bits, rht.paddedDim(), at::kByte);
+    const uint8_t* zp = z.data_ptr<uint8_t>();
+    sums = at::empty({rht.paddedDim()}, at::kInt);
+    int32_t* sp = sums.data_ptr<int32_t>();
+    for (int64_t i = 0; i < rht.paddedDim(); ++i) sp[i] = table[zp[i]];  // T[z], as the owner's lookup-and-add
   } else {
     sums = SaturatingPackedSum::unpack(p.tensors[1], fieldBits(), rht.paddedDim());
   }
