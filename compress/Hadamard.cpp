@@ -88,7 +88,9 @@ void tileButterflies(float* x, int64_t n, int64_t tile) {
   for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 1, tile);
 }
 
-// v[k] = −v[k] where bit k of `bits` is set, for k < n <= 64.
+// v[k] = −v[k] where bit k of `bits` is set, for k < n <= 64: D on 64
+// coordinates. An xor of the sign bit, branch-free (a branch on random bits
+// mispredicts half the time; it took most of the transform's time).
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
@@ -133,15 +135,6 @@ RandomizedHadamard::RandomizedHadamard(int64_t d, int blockLog2) : d_(d) {
   }
 }
 
-void RandomizedHadamard::applySigns(float* v, uint64_t seed) const {
-  // D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is
-  // set. Negation is an xor of the sign bit, branch-free (a branch on random
-  // bits mispredicts half the time: it took most of the transform's time).
-  at::parallel_for(0, (padded_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) flipSigns(v + w * 64, std::min<int64_t>(padded_ - w * 64, 64), randomBits(seed, static_cast<uint64_t>(w)));
-  });
-}
-
 at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed) const {
   GZ_CHECK(x.dim() == 1 && x.numel() == d_ && x.scalar_type() == at::kFloat,
            "RandomizedHadamard::forward: expected float32 [{}], got {} elements", d_, x.numel());
@@ -149,8 +142,9 @@ at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed)
   const float* src = xc.data_ptr<float>();
   auto out = at::empty({padded_}, at::kFloat);
   float* v = out.data_ptr<float>();
-  // D·pad(x) in one pass: x, then the zero padding, then the sign flips of every
-  // coordinate (padding included, as applySigns flips it).
+  // D·pad(x) in one pass per 64 coordinates: x, then the zero padding, then the
+  // sign flips of D (coordinate i is negated iff bit i mod 64 of word i/64 of the
+  // shared stream is set; the padding's zeros are flipped too).
   at::parallel_for(0, (padded_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) {
       const int64_t lo = w * 64, n = std::min<int64_t>(padded_ - lo, 64), have = std::clamp<int64_t>(d_ - lo, 0, n);

@@ -39,7 +39,6 @@ class RandomizedHadamard {
   at::Tensor inverse(const at::Tensor& y, uint64_t sharedSeed) const;
 
  private:
-  void applySigns(float* v, uint64_t seed) const;
   int64_t d_, padded_, block_;
 };
 

@@ -54,6 +54,10 @@ ThcOptions ThcOptions::fromYaml(YamlReader& r) {
   o.symmetricTable = r.getBool("symmetric_table", o.symmetricTable);
   o.rotationBlockLog2 = static_cast<int>(r.getInt("rotation_block_log2", o.rotationBlockLog2, 0, 40));
   o.aggregationBits = static_cast<int>(r.getInt("aggregation_bits", o.aggregationBits, 0, 16));
+  o.range = r.getEnum("range", o.range, {"norm", "max"});
+  if (o.deployment == "ps" && o.range == "max")
+    r.fail("range", "range: max (the block's value range, end-to-end utility sec. 3.2.2) is for deployment: "
+                    "allreduce; the ps deployment quantises onto THC's table over t_p·l/sqrt(B)");
   r.finish();
   return o;
 }
@@ -67,6 +71,7 @@ void ThcOptions::toYaml(YAML::Node& node) const {
   node["symmetric_table"] = symmetricTable;
   node["rotation_block_log2"] = rotationBlockLog2;
   node["aggregation_bits"] = aggregationBits;
+  node["range"] = range;
 }
 
 Thc::Thc(ThcOptions options) : options_(std::move(options)) {
@@ -90,6 +95,9 @@ Thc::Thc(ThcOptions options) : options_(std::move(options)) {
     GZ_CHECK(o.aggregationBits == 0 || (o.aggregationBits >= o.bits && o.aggregationBits <= 16),
              "thc: aggregation_bits must be 0 or in [bits = {}, 16], got {}", o.bits, o.aggregationBits);
   }
+  GZ_CHECK(o.range == "norm" || (o.range == "max" && o.deployment == "allreduce"),
+           "thc: range must be norm, or max with deployment: allreduce; got '{}' with deployment: {}", o.range,
+           o.deployment);
   tp_ = thcTruncation(o.p);
 }
 
@@ -142,12 +150,11 @@ at::Tensor Thc::blockNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
   return padded.view({rht.numBlocks(), rht.blockSize()}).to(at::kDouble).norm(2, {1}).to(at::kFloat).contiguous();
 }
 
-Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& norms, const RandomizedHadamard& rht,
+Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& range, const RandomizedHadamard& rht,
                              int n, uint64_t privateSeed) const {
   const int64_t dp = rht.paddedDim(), B = rht.blockSize();
   Quantized q;
-  // THC Alg. 3: M = t_p · l / sqrt(d) per block (d = the block's length).
-  q.range = rangeOf(norms, rht);
+  q.range = range.contiguous();
   const float* R = rotated.data_ptr<float>();
   const float* M = q.range.data_ptr<float>();
   q.values = at::empty({dp}, at::kFloat);
@@ -234,6 +241,10 @@ at::Tensor Thc::rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) 
   return (norms.to(at::kDouble) * rangeScale(rht)).to(at::kFloat).contiguous();
 }
 
+at::Tensor Thc::blockMaxima(const at::Tensor& rotated, const RandomizedHadamard& rht) {
+  return rotated.view({rht.numBlocks(), rht.blockSize()}).abs().amax(1).contiguous();
+}
+
 at::Tensor Thc::allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
   at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
   requireFinite(thc::blockNorms(x.data_ptr<float>(), rht, norms.data_ptr<float>()), "thc");
@@ -241,18 +252,19 @@ at::Tensor Thc::allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rh
 }
 
 Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
-  if (options_.deployment == "allreduce" && x.is_cpu()) {
+  if (options_.deployment == "allreduce" && x.is_cpu() && !maxRange()) {
     checkGradientLayout(x, "thc");  // finiteness: checked inside the rotation pass
   } else {
     checkGradient(x, "thc");
   }
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
   confirmNumelOnce(&agreedNumel_, x.numel(), ctx, "thc");  // Gloo aborts on mismatched sizes
-  return options_.deployment == "ps" ? aggregatePs(x, ctx) : aggregateAllReduce(x, ctx);
+  if (options_.deployment == "ps") return aggregatePs(x, ctx);
+  return maxRange() ? aggregateAllReduceMax(x, ctx) : aggregateAllReduce(x, ctx);
 }
 
 Payload Thc::encode(const at::Tensor& x, Context& ctx) {
-  if (options_.deployment == "allreduce" && x.is_cpu()) {
+  if (options_.deployment == "allreduce" && x.is_cpu() && !maxRange()) {
     checkGradientLayout(x, "thc");
     GZ_CHECK(x.numel() > 0, "thc: empty gradient");
     ScopedPhase timer(ctx.times, &PhaseTimes::encode);
@@ -275,10 +287,19 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
   ScopedPhase timer(ctx.times, &PhaseTimes::encode);
   auto xc = x.cpu();
   const auto rht = rotation(x.numel());
-  auto norms = blockNorms(xc, rht);
-  auto q = quantize(rht.forward(xc, ctx.sharedSeed()), norms, rht, 1, ctx.privateSeed());
+  // The payload's first tensor is what the decoder needs for M: the block norms
+  // (THC's range), or the block maxima themselves (range: max).
+  at::Tensor header, range;
+  const at::Tensor rotated = rht.forward(xc, ctx.sharedSeed());
+  if (maxRange()) {
+    header = range = blockMaxima(rotated, rht);
+  } else {
+    header = blockNorms(xc, rht);
+    range = rangeOf(header, rht);
+  }
+  auto q = quantize(rotated, range, rht, 1, ctx.privateSeed());
   Payload p;
-  p.tensors.push_back(norms);
+  p.tensors.push_back(header);
   if (options_.deployment == "ps")
     p.tensors.push_back(packBits(q.codes, options_.bits));
   else
@@ -290,6 +311,11 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
   ScopedPhase timer(ctx.times, &PhaseTimes::decode);
   const auto rht = rotation(d);
   GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == rht.numBlocks(), "thc: malformed payload for d = {}", d);
+  if (options_.deployment == "allreduce" && maxRange()) {
+    const at::Tensor range = p.tensors[0].cpu().contiguous();
+    const auto sums = SaturatingPackedSum::unpack(p.tensors[1], fieldBits(), rht.paddedDim());
+    return rht.inverse(dequantizeSum(sums, range, rht, 1), ctx.sharedSeed());
+  }
   if (options_.deployment == "allreduce") {
     // Thc::rangeOf without tensor temporaries (the same double product, rounded once).
     const at::Tensor norms = p.tensors[0].cpu().contiguous();

@@ -21,7 +21,13 @@
 // the saturating add in b-bit fields (b = aggregation_bits, default q) at every hop of a ring/tree/ps collective on packed
 // words (compress/SaturatingPackedSum.h); Aggregated::saturated counts the clip
 // events summed over all ranks' combines (= the number of saturated
-// coordinates when each coordinate clips at most once, e.g. n = 2).
+// coordinates when each coordinate clips at most once, e.g. n = 2). The range
+// of a block is THC's M = t_p·l/sqrt(B) by default (`range: norm`), or, with
+// `range: max`, the value range that §3.2.2 computes after the partial
+// rotation: M = the largest |R| in the block over all workers (all-reduce MAX
+// after the rotation instead of before it), so nothing is clamped and the
+// codes concentrate near 0, which saturates less at the price of a coarser
+// step M/L.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -54,6 +60,11 @@ struct ThcOptions {
   // `bits` its q); 0 = bits (b = q, §3.2.3). b > q trades traffic for headroom
   // (the paper's baseline b = 8, q = 4 never saturates below 19 workers).
   int aggregationBits = 0;
+  // allreduce: the per-block range M. "norm": THC Alg. 3's t_p·l/sqrt(B) from
+  // the block norms (clamps about a fraction p of the coordinates); "max":
+  // end-to-end-utility §3.2.2's value range of the rotated block, max |R| over
+  // workers (no clamp). The ps deployment takes THC's (ConfigError otherwise).
+  std::string range = "norm";
 
   static ThcOptions fromYaml(YamlReader& r);
   void toYaml(YAML::Node& node) const;
@@ -90,7 +101,8 @@ class Thc : public Compressor {
   };
   RandomizedHadamard rotation(int64_t d) const;
   static at::Tensor blockNorms(const at::Tensor& x, const RandomizedHadamard& rht);
-  Quantized quantize(const at::Tensor& rotated, const at::Tensor& norms, const RandomizedHadamard& rht,
+  // range: M per block (rangeOf the norms, or the block maxima with range: max).
+  Quantized quantize(const at::Tensor& rotated, const at::Tensor& range, const RandomizedHadamard& rht,
                      int n, uint64_t privateSeed) const;
   // Rotated-domain mean from the aggregate of n workers: ps sums Y (int32
   // table-value sums), allreduce sums S (int32 saturated codes).
@@ -104,6 +116,11 @@ class Thc : public Compressor {
   at::Tensor rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) const;
   // allreduce deployment on CPU: block norms, rejecting non-finite x (UserError).
   at::Tensor allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht);
+  // range: max: the largest |R| of each block of the rotated vector (float32 [numBlocks]).
+  static at::Tensor blockMaxima(const at::Tensor& rotated, const RandomizedHadamard& rht);
+  // allreduce with range: max, after the rotation (Aggregated as aggregateAllReduce).
+  Aggregated aggregateAllReduceMax(const at::Tensor& x, Context& ctx);
+  bool maxRange() const { return options_.range == "max"; }
 
   ThcOptions options_;
   double tp_;

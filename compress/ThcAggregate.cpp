@@ -16,7 +16,8 @@ namespace {
 
 constexpr int kThcTag = 0x5443;  // psExchange uses this tag and the next
 
-// Round 1 of Alg. 3: l = max over workers of the (block) norms; all-reduce MAX.
+// Round 1 of Alg. 3: l = max over workers of the (block) norms; all-reduce MAX
+// (with range: max, of the block maxima of |R|).
 at::Tensor maxNorms(at::Tensor norms, Context& ctx) {
   if (ctx.comm.size() > 1) {
     ScopedPhase t(ctx.times, &PhaseTimes::communicate);
@@ -24,6 +25,28 @@ at::Tensor maxNorms(at::Tensor norms, Context& ctx) {
     if (ctx.times) ctx.times->bytesSent += norms.numel() * 4;
   }
   return norms;
+}
+
+// The saturating all-reduce of packed b-bit words through the plan's
+// collective (a ring when there is none: the engine cannot saturate, Gloo only
+// sums); *saturated = the clip events of every rank's combines, summed.
+at::Tensor saturatingSum(const at::Tensor& words, int b, Context& ctx, int64_t* saturated) {
+  *saturated = 0;
+  if (ctx.comm.size() == 1) return words;
+  ScopedPhase t(ctx.times, &PhaseTimes::communicate);
+  std::unique_ptr<comm::Collective> owned;
+  comm::Collective* coll = ctx.collective;
+  if (!coll) {
+    owned = comm::makeCollective("ring", ctx.comm);
+    coll = owned.get();
+  }
+  SaturatingPackedSum sat(b);
+  at::Tensor summed = coll->allReduce(words, sat);
+  if (ctx.times) ctx.times->bytesSent += words.numel() * words.element_size();
+  auto count = at::tensor({sat.clipped()}, at::kLong);
+  ctx.comm.allReduce(count, comm::ReduceOp::Sum).wait();
+  *saturated = count.item<int64_t>();
+  return summed;
 }
 
 }  // namespace
@@ -45,7 +68,7 @@ Aggregated Thc::aggregatePs(const at::Tensor& x, Context& ctx) {
   std::vector<int64_t> downBytes(n);
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    q = quantize(rht.forward(xc, ctx.sharedSeed()), norms, rht, n, ctx.privateSeed());
+    q = quantize(rht.forward(xc, ctx.sharedSeed()), rangeOf(norms, rht), rht, n, ctx.privateSeed());
     for (int j = 0; j < n; ++j) {
       const int64_t len = (off[j + 1] - off[j]) * 8;
       uplink[j] = packBits(q.codes.narrow(0, off[j] * 8, len), b);  // Alg. 2 line 11: send Z_i (b bits)
@@ -99,24 +122,8 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
                                     ctx.sharedSeed(), ctx.privateSeed(), scratch_, wordCache_);
   }
 
-  at::Tensor summed = words;
   int64_t saturated = 0;
-  if (n > 1) {
-    ScopedPhase t(ctx.times, &PhaseTimes::communicate);
-    std::unique_ptr<comm::Collective> owned;
-    comm::Collective* coll = ctx.collective;
-    if (!coll) {
-      owned = comm::makeCollective("ring", ctx.comm);  // the engine cannot saturate (Gloo only sums)
-      coll = owned.get();
-    }
-    SaturatingPackedSum sat(b);
-    summed = coll->allReduce(words, sat);
-    if (ctx.times) ctx.times->bytesSent += words.numel() * words.element_size();
-    // Each rank counted the clips of the combines it performed; add them up.
-    auto count = at::tensor({sat.clipped()}, at::kLong);
-    ctx.comm.allReduce(count, comm::ReduceOp::Sum).wait();
-    saturated = count.item<int64_t>();
-  }
+  const at::Tensor summed = saturatingSum(words, b, ctx, &saturated);
 
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   Aggregated r;
@@ -127,6 +134,40 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
   r.localApplied = thc::unpackInverse(words, range.data_ptr<float>(), rht, options_.bits, b, 1, ctx.sharedSeed(),
                                       scratch_, appliedCache_)
                        .to(xIn.device());
+  r.saturated = saturated;
+  return r;
+}
+
+Aggregated Thc::aggregateAllReduceMax(const at::Tensor& xIn, Context& ctx) {
+  const int n = ctx.comm.size();
+  const int b = fieldBits();
+  const auto x = xIn.cpu().contiguous();
+  const auto rht = rotation(x.numel());
+  at::Tensor rotated, maxima;
+  {
+    // §3.2.2: rotate first, then the value range of each block; the workers
+    // share M = the largest |R| any of them has there (all-reduce MAX), so the
+    // codes of every worker are on one grid and nothing is clamped.
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    rotated = rht.forward(x, ctx.sharedSeed());
+    maxima = blockMaxima(rotated, rht);
+  }
+  const at::Tensor range = maxNorms(maxima, ctx);
+  Quantized q;
+  at::Tensor words;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    q = quantize(rotated, range, rht, n, ctx.privateSeed());
+    words = SaturatingPackedSum::pack(q.codes, b);
+  }
+  int64_t saturated = 0;
+  const at::Tensor summed = saturatingSum(words, b, ctx, &saturated);
+
+  ScopedPhase t(ctx.times, &PhaseTimes::decode);
+  Aggregated r;
+  const auto sums = SaturatingPackedSum::unpack(summed, b, rht.paddedDim());
+  r.mean = rht.inverse(dequantizeSum(sums, range, rht, n), ctx.sharedSeed()).to(xIn.device());
+  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(xIn.device());  // RHT⁻¹(X_i)
   r.saturated = saturated;
   return r;
 }

@@ -34,7 +34,7 @@ constexpr int64_t kTile = 2048;
 #endif
 
 // D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is
-// set (RandomizedHadamard::applySigns); copies coordinates [lo, hi) of x, whose
+// set (RandomizedHadamard::forward); copies coordinates [lo, hi) of x, whose
 // first is xs[0], into R[0, hi − lo) with the signs.
 GZ_THC_CLONES void signedCopy(const float* __restrict xs, int64_t lo, int64_t hi, uint64_t seed,
                               float* __restrict R) {

@@ -26,14 +26,15 @@ ThcOptions psOptions() { return ThcOptions{}; }
 TEST(Thc, WireSizeEqualsDeclaredBits) {
   comm::LocalCommunicator local;
   Context ctx{local};
-  for (const char* dep : {"ps", "allreduce"})
+  for (const char* dep : {"ps", "allreduce", "allreduce-max"})
     for (int bits : {2, 3, 4, 8})
       for (int64_t d : {1, 10, 1000, 4096}) {
         ThcOptions o;
-        o.deployment = dep;
+        o.deployment = std::string(dep) == "ps" ? "ps" : "allreduce";
+        if (std::string(dep) == "allreduce-max") o.range = "max";
         o.bits = bits;
         o.granularity = 0;
-        o.rotationBlockLog2 = std::string(dep) == "allreduce" ? 9 : 0;
+        o.rotationBlockLog2 = std::string(dep) == "ps" ? 0 : 9;
         Thc thc(o);
         auto x = at::randn({d});
         auto p = thc.encode(x, ctx);
@@ -82,9 +83,13 @@ TEST(Thc, NmseOnLogNormalMatchesTheory) {
 
 TEST(Thc, EncodeDecodeEqualsSingleRankAggregate) {
   comm::LocalCommunicator local;
-  for (const char* dep : {"ps", "allreduce"}) {
+  for (const char* dep : {"ps", "allreduce", "allreduce-max"}) {
     ThcOptions o;
-    o.deployment = dep;
+    o.deployment = std::string(dep) == "ps" ? "ps" : "allreduce";
+    if (std::string(dep) == "allreduce-max") {
+      o.range = "max";
+      o.rotationBlockLog2 = 9;
+    }
     Thc thc(o);
     Context ctx{local};
     ctx.step = 3;
@@ -144,6 +149,19 @@ TEST(Thc, RejectsBadInput) {
   o.bits = 1;
   EXPECT_THROW(Thc{o}, UserError);
   EXPECT_THROW(makeCompressor("thc", "{bits: 4, granularty: 3}"), ConfigError);
+  // range: max is the all-reduce form's (§3.2.2); the ps deployment names why not.
+  try {
+    makeCompressor("thc", "{range: max}");
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("range: max"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("deployment: allreduce"));
+  }
+  EXPECT_THROW(makeCompressor("thc", "{deployment: allreduce, range: minmax}"), ConfigError);
+  o = ThcOptions{};
+  o.range = "max";  // deployment ps
+  EXPECT_THROW(Thc{o}, UserError);
+  EXPECT_NO_THROW(makeCompressor("thc", "{deployment: allreduce, range: max}"));
 }
 
 // The allreduce form quantises uniformly (end-to-end utility §3.2.2): asking
