@@ -114,9 +114,9 @@ def plot_curves(arms, metric, targets, window, xkey, xlabel, out):
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{metric} (rolling mean of {window} evaluations)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    # Below the axes: plan names can be long, and inside the axes the legend hid the curves.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
