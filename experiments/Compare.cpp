@@ -160,6 +160,10 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     return 0;
   }
 
+  // Arms whose run failed (a diverging compressor, a dead rank, ...): the
+  // others still run and the summary shows what the failed ones logged, then
+  // compare fails naming them. A rerun retries them (they have no `done`).
+  std::vector<std::string> failed;
   for (const auto& r : runs) {
     if (!selected(args, *r.arm)) continue;
     if (fs::exists(r.dir + "/done") && !args.rerun) {
@@ -181,6 +185,7 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     }
     fs::remove(r.dir + "/tta.jsonl");
     fs::remove(r.dir + "/tta.csv");
+    fs::remove(r.dir + "/failed");
     spdlog::info("arm {}{} ({} ranks, seed {}): {}", r.group.empty() ? "" : r.group + "/", r.name, s.worldSize,
                  r.config.run.seed, cfgPath);
     trainer::LaunchOptions lo;
@@ -191,7 +196,15 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
                     "--config", cfgPath, "--hook", r.arm->ddpHook, "--powersgd-rank",
                     std::to_string(r.arm->powersgdRank), "--out", r.dir};
     const int rc = trainer::launchOn(lo, r.config.network);
-    if (rc != 0) throw UserError(fmt::format("arm {} failed (exit status {}); see the log above", r.name, rc));
+    if (rc != 0) {
+      const std::string why = fmt::format("exit status {}", rc);
+      std::ofstream(r.dir + "/failed") << why << "\n";
+      failed.push_back(fmt::format("{} ({}; {})", r.name, why, r.dir));
+      spdlog::error("arm {} failed ({}); see the log above. Going on with the other arms; its rows so far stay "
+                    "in the summary",
+                    r.name, why);
+      continue;
+    }
     std::ofstream(r.dir + "/done") << "ok\n";
   }
 
@@ -252,6 +265,10 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
         << nlohmann::json{{"targets", s.targets}, {"networks", byNetwork}}.dump(2) << "\n";
   }
   std::cout << "\n" << allMd << "\nwritten: " << groupDir(s, "") << "/summary.md\n";
+  if (!failed.empty())
+    throw UserError(fmt::format("{} run(s) failed: {}. The summary shows the rows they logged before failing; "
+                                "a rerun retries them",
+                                failed.size(), fmt::join(failed, ", ")));
   return 0;
 }
 

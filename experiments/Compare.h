@@ -39,7 +39,11 @@ struct CompareArgs {
   bool dryRun = false;
 };
 // Returns 0, or throws UserError/ConfigError naming the suite file, line and
-// key for a bad suite, and UserError naming the arm for a failed run.
+// key for a bad suite. A failed run (nonzero exit of any rank: a diverging
+// compressor under nan_policy: error, a dead peer, ...) does not stop the
+// suite: it leaves RUN_DIR/failed ("exit status N"), the other arms run, the
+// summary shows its rows so far and marks it failed, and then compare throws
+// a UserError naming every failed run. A rerun retries them.
 int compareCommand(const CompareArgs& args, const std::string& selfExe);
 
 }  // namespace gradzip::experiments

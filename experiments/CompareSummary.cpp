@@ -193,7 +193,19 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
   }
   if (r.vnmseSteps > 0) r.vnmse = vnmseSum / static_cast<double>(r.vnmseSteps);
   r.ddp = r.plan.rfind("ddp-", 0) == 0;
+  if (std::ifstream f(dir + "/failed"); f) std::getline(f, r.failure);
   return r;
+}
+
+// "failed (exit status 2)" for an arm with failed runs ("1/2 failed (...)" when
+// not all), or "".
+static std::string failureNote(const ArmStats& a) {
+  std::vector<std::string> why;
+  for (const auto& r : a.runs)
+    if (!r.failure.empty()) why.push_back(r.failure);
+  if (why.empty()) return "";
+  const std::string count = why.size() == a.runs.size() ? "" : fmt::format("{}/{} ", why.size(), a.runs.size());
+  return fmt::format("**{}failed** ({})", count, fmt::join(why, "; "));
 }
 
 std::string summaryMarkdown(const SummaryInput& in) {
@@ -209,7 +221,8 @@ std::string summaryMarkdown(const SummaryInput& in) {
   for (const auto& a : in.arms) {
     const auto runs = okRuns(a);
     if (runs.empty()) {
-      md += fmt::format("| {} | (not run) |\n", a.name);
+      const std::string note = failureNote(a);
+      md += fmt::format("| {} | {} |\n", a.name, note.empty() ? "(not run)" : note + ", no rows");
       continue;
     }
     const bool ddp = runs.front()->ddp;
@@ -220,6 +233,8 @@ std::string summaryMarkdown(const SummaryInput& in) {
     const auto never = neverReached(a, in.targets);
     std::string neverText;
     for (double t : never) neverText += fmt::format("{}{:.3g}", neverText.empty() ? "" : ", ", t);
+    if (const std::string note = failureNote(a); !note.empty())
+      neverText = note + (neverText.empty() ? "" : ": " + neverText);
     const auto ratio = commFreeRatio(a, in.targets);
     const auto bits = over(a, [&](const RunStats& r) { return bitsPerCoordinate(r, a.parameters); });
     const double step = meanOf(a, [](const RunStats& r) { return r.step; });
@@ -230,7 +245,7 @@ std::string summaryMarkdown(const SummaryInput& in) {
     md += fmt::format(
         " {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {} | {} | {} | {} | {:.1f} |\n",
         cell(over(a, [](const RunStats& r) { return std::optional<double>(r.finalMetric); }), "", 4),
-        ratioCell(speedup(a, fp16, nt)), ratioCell(speedup(a, fp32, nt)), never.empty() ? "none" : neverText,
+        ratioCell(speedup(a, fp16, nt)), ratioCell(speedup(a, fp32, nt)), neverText.empty() ? "none" : neverText,
         cell(over(a, [](const RunStats& r) { return std::optional<double>(r.trainSeconds); }), "", 1),
         ddp ? "n/a²" : cell(over(a, [](const RunStats& r) { return std::optional<double>(r.commFreeSeconds); }), "", 1),
         ratio ? fmt::format("{:.2f} (@{:.3g})", ratio->first, ratio->second) : (ddp ? "n/a²" : "n/a"),
@@ -242,7 +257,7 @@ std::string summaryMarkdown(const SummaryInput& in) {
   md += "\nTTA = training wall-clock seconds (evaluation excluded) until the test metric first reaches the target; "
         "\"never\" = not reached within the budget. With repeats, cells show the mean over the runs that reached "
         "it, [min–max], and (reached/runs) when some did not; \"never reached\" lists the targets at least one run "
-        "missed. Utility = TTA(FP16) / TTA(arm) (means) at the highest "
+        "missed, after \"failed\" when a run stopped early (its cells are from the rows it logged). Utility = TTA(FP16) / TTA(arm) (means) at the highest "
         "target every run of both reached; \"vs FP32\" likewise. Comm-free s = training seconds minus, per step, "
         "exposed communication + encode + decode (an optimistic bound: encode/decode count in full even where "
         "overlapped with backward); TTA / comm-free is the ratio of the two times to the highest target every run "
@@ -264,8 +279,11 @@ nlohmann::json summaryJson(const SummaryInput& in) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& a : in.arms) {
     const auto runs = okRuns(a);
-    nlohmann::json j = {{"arm", a.name}, {"targets", in.targets}, {"repeats", a.runs.size()},
-                        {"runs_ok", runs.size()}, {"parameters", a.parameters}};
+    nlohmann::json failures = nlohmann::json::array();
+    for (const auto& r : a.runs)
+      if (!r.failure.empty()) failures.push_back(r.failure);
+    nlohmann::json j = {{"arm", a.name},           {"targets", in.targets},     {"repeats", a.runs.size()},
+                        {"runs_ok", runs.size()}, {"parameters", a.parameters}, {"failed", failures}};
     if (runs.empty()) {
       out.push_back(j);
       continue;
@@ -294,7 +312,8 @@ nlohmann::json summaryJson(const SummaryInput& in) {
       nlohmann::json rt = nlohmann::json::array();
       for (const auto& t : r.timeToTarget) rt.push_back(opt(t));
       perRun.push_back({{"repeat", k}, {"ok", r.ok}, {"time_to_target", rt}, {"final_metric", num(r.finalMetric)},
-                        {"train_seconds", r.trainSeconds}, {"steps", r.steps}, {"vnmse", num(r.vnmse)}});
+                        {"train_seconds", r.trainSeconds}, {"steps", r.steps}, {"vnmse", num(r.vnmse)},
+                        {"failed", r.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.failure)}});
     }
     j.update({{"plan", planOf(a, *runs.front())},
               {"time_to_target", tt},

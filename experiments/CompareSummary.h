@@ -38,6 +38,9 @@ struct RunStats {
   // total (0 and NaN: no row carries it, e.g. a DDP peer).
   double vnmse = NAN;
   int64_t vnmseSteps = 0;
+  // Non-empty when the run stopped early (compare's RUN_DIR/failed, e.g.
+  // "exit status 2"): its rows are what it logged before.
+  std::string failure;
 };
 
 // The trainer measures compression every kVnmseEvery-th step (0-based step %

@@ -33,7 +33,17 @@ at::Tensor rankInput(int rank, int64_t d, uint64_t seed) {
   return at::randn({d}, g);
 }
 
-void checkHomomorphicAndIdentical(comm::Communicator& c, Thc& thc, const std::string& collective, int64_t d) {
+struct Outcome {
+  at::Tensor x;         // this rank's input
+  Aggregated r;
+  uint64_t sharedSeed;  // the rotation's
+};
+
+// Aggregates rankInput(rank, d, 100) over `collective` ("none": the
+// compressor's own) and checks what every THC form with headroom guarantees:
+// nothing saturates, every rank gets a bit-identical mean, and the mean is
+// the average of the workers' own decoded vectors (the homomorphism).
+Outcome aggregateHomomorphic(comm::Communicator& c, Thc& thc, const std::string& collective, int64_t d) {
   std::unique_ptr<comm::Collective> coll;
   Context ctx{c};
   if (collective != "none") {
@@ -45,20 +55,26 @@ void checkHomomorphicAndIdentical(comm::Communicator& c, Thc& thc, const std::st
   ctx.step = 2;
   auto x = rankInput(c.rank(), d, 100);
   auto r = thc.aggregate(x, ctx);
-  EXPECT_EQ(r.saturated, 0);
+  EXPECT_EQ(r.saturated, 0) << collective;
   auto means = gather(c, r.mean);
-  for (int i = 1; i < c.size(); ++i) EXPECT_TRUE(at::equal(means[i], means[0])) << "rank " << i << " differs";
+  for (int i = 1; i < c.size(); ++i)
+    EXPECT_TRUE(at::equal(means[i], means[0])) << collective << ": rank " << i << " differs";
   // Homomorphism: (1/n) Σ D(C(x_i)) = D((1/n) Σ C(x_i)), up to float rounding
   // of the two rotation orders (relative 1e-5 of the coordinate scale).
   auto local = gather(c, r.localApplied).mean(0);
   const double scale = local.abs().max().item<double>();
-  EXPECT_LE((r.mean - local).abs().max().item<double>(), 1e-5 * scale);
+  EXPECT_LE((r.mean - local).abs().max().item<double>(), 1e-5 * scale) << collective;
+  return {x, r, ctx.sharedSeed()};
+}
+
+void checkHomomorphicAndIdentical(comm::Communicator& c, Thc& thc, const std::string& collective, int64_t d) {
+  const auto o = aggregateHomomorphic(c, thc, collective, d);
   // Against the exact mean: each worker's SQ + clamp error has NMSE ~0.02 of
   // its own ||x_i||² (ThcTest) and the n errors are independent, so the
   // estimate's squared error is about 0.02·Σ||x_i||²/n²; allow 2x.
-  auto xs = gather(c, x);
+  auto xs = gather(c, o.x);
   auto exact = xs.mean(0);
-  const double err = (r.mean - exact).pow(2).sum().item<double>();
+  const double err = (o.r.mean - exact).pow(2).sum().item<double>();
   const double bound = 2 * 0.021 * xs.pow(2).sum().item<double>() / (c.size() * c.size());
   EXPECT_LE(err, bound);
 }
@@ -150,28 +166,16 @@ TEST(ThcAggregate, AllReduceWithMaxRangeIsHomomorphicAndWithinTheSqBound) {
     o.range = "max";
     Thc thc(o);
     for (const char* collective : {"ring", "tree", "ps"}) {
-      auto coll = comm::makeCollective(collective, c);
-      Context ctx{c};
-      ctx.collective = coll.get();
-      ctx.collectiveName = collective;
-      ctx.seed = 11;
-      ctx.step = 2;
       const int64_t d = 3000;
-      auto x = rankInput(c.rank(), d, 100);
-      auto r = thc.aggregate(x, ctx);
-      EXPECT_EQ(r.saturated, 0) << collective;
-      auto means = gather(c, r.mean);
-      for (int i = 1; i < c.size(); ++i) EXPECT_TRUE(at::equal(means[i], means[0])) << collective;
-      auto local = gather(c, r.localApplied).mean(0);
-      EXPECT_LE((r.mean - local).abs().max().item<double>(), 1e-5 * local.abs().max().item<double>()) << collective;
+      const auto out = aggregateHomomorphic(c, thc, collective, d);
       // M per block = the largest |R| over the ranks, from the shared rotation.
       RandomizedHadamard rht(d, 10);
-      auto rotated = gather(c, rht.forward(x, ctx.sharedSeed()));
+      auto rotated = gather(c, rht.forward(out.x, out.sharedSeed));
       auto M = rotated.abs().view({c.size(), rht.numBlocks(), rht.blockSize()}).amax({0, 2}).to(at::kDouble);
       const double L = 7;
       const double bound = (M / L).pow(2).sum().item<double>() * rht.blockSize() / (4.0 * c.size());
-      auto exact = gather(c, x).mean(0);
-      EXPECT_LE((r.mean - exact).pow(2).sum().item<double>(), bound) << collective;
+      auto exact = gather(c, out.x).mean(0);
+      EXPECT_LE((out.r.mean - exact).pow(2).sum().item<double>(), bound) << collective;
     }
   });
 }

@@ -3,8 +3,9 @@
 // gradzip arms and lands in the same summary (with bits per coordinate, shares
 // and the comm-free bound), repeats run with consecutive seeds and report their
 // spread, a network sweep runs gradzip and DDP arms inside emulated networks
-// (root only), a rerun skips finished arms but refuses runs whose arm config
-// changed since, a run another suite finished with
+// (root only), a failed run is reported while the other arms still run, a
+// rerun skips finished arms but refuses runs whose arm config changed since, a
+// run another suite finished with
 // the same config and executable is copied, and malformed suites are errors
 // naming the key. The dry run (called directly: experiments/Compare.h) parses every
 // run's config, trains nothing, and accepts every suite in experiments/suites/.
@@ -142,6 +143,35 @@ TEST_F(CompareTest, BaselinesAndADdpPeerArmShareOneSummary) {
   for (const char* arm : {"fp32", "fp16", "ddp_fp16"})
     EXPECT_NE(o.text.find(dir.path() + "/s/" + arm), std::string::npos) << arm << "\n" << o.text;
   EXPECT_EQ(o.text.find("skipping"), std::string::npos) << o.text;
+}
+
+// A run that fails (here a DDP peer whose interpreter exits 1 at once, as a
+// diverging compressor under nan_policy: error or a dead rank would) does not
+// stop the suite: the arms after it still train, the summary marks it failed,
+// and compare then exits 2 naming it. A rerun retries only the failed run.
+TEST_F(CompareTest, AFailedRunIsReportedAndTheOtherArmsStillRun) {
+  const std::string s = suite("  - {name: ddp_fp16, ddp: {hook: fp16}}\n  - {name: fp16_again, compress: {name: fp16}}\n");
+  auto o = sh("GRADZIP_PYTHON=/bin/false " + binary() + " compare " + s);
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("1 run(s) failed: ddp_fp16 (exit status 1; " + dir.path() + "/s/ddp_fp16)"),
+            std::string::npos)
+      << o.text;
+  EXPECT_EQ(readFile(dir.path() + "/s/ddp_fp16/failed"), "exit status 1\n");
+  EXPECT_FALSE(fs::exists(dir.path() + "/s/ddp_fp16/done"));
+  for (const char* arm : {"fp32", "fp16", "fp16_again"})
+    EXPECT_TRUE(fs::exists(dir.path() + "/s/" + arm + "/done")) << arm << "\n" << o.text;
+  const std::string md = readFile(dir.path() + "/s/summary.md");
+  EXPECT_NE(md.find("| ddp_fp16 | **failed** (exit status 1), no rows |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fp16_again | `fp16@engine` |"), std::string::npos) << md;
+  const auto js = nlohmann::json::parse(readFile(dir.path() + "/s/summary.json"));
+  EXPECT_EQ(armJson(js, "ddp_fp16")["failed"], nlohmann::json::array({"exit status 1"})) << js.dump(2);
+  EXPECT_EQ(armJson(js, "fp16_again")["failed"], nlohmann::json::array()) << js.dump(2);
+
+  o = sh("GRADZIP_PYTHON=/bin/false " + binary() + " compare " + s);
+  EXPECT_EQ(o.status, 2) << o.text;
+  for (const char* arm : {"fp32", "fp16", "fp16_again"})
+    EXPECT_NE(o.text.find(std::string("arm ") + arm + ": finished before; skipping"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("arm ddp_fp16 failed (exit status 1)"), std::string::npos) << o.text;
 }
 
 // Suite s trains fp16; suite s2, the same setup under another name, copies it
