@@ -33,6 +33,18 @@ at::Tensor rankInput(int rank, int64_t d, uint64_t seed) {
   return at::randn({d}, g);
 }
 
+// The all-reduce deployment with q = bits, fields of aggregationBits and
+// 2^blockLog2 rotation blocks.
+ThcOptions allReduceOptions(int bits, int aggregationBits, int blockLog2, const std::string& range = "norm") {
+  ThcOptions o;
+  o.deployment = "allreduce";
+  o.bits = bits;
+  o.aggregationBits = aggregationBits;
+  o.rotationBlockLog2 = blockLog2;
+  o.range = range;
+  return o;
+}
+
 struct Outcome {
   at::Tensor x;         // this rank's input
   Aggregated r;
@@ -102,12 +114,7 @@ TEST(ThcAggregate, AllReduceWithHeadroomIsHomomorphic) {
   // q = 4, b = 8: |Σ codes| <= 3·7 = 21 < 127, so saturation is impossible and
   // the aggregate is exact in the compressed domain, on every collective.
   testing::runRanks(3, [](comm::Communicator& c) {
-    ThcOptions o;
-    o.deployment = "allreduce";
-    o.bits = 4;
-    o.aggregationBits = 8;
-    o.rotationBlockLog2 = 10;
-    Thc thc(o);
+    Thc thc(allReduceOptions(4, 8, 10));
     for (const char* coll : {"ring", "tree", "ps"}) checkHomomorphicAndIdentical(c, thc, coll, 3000);
   });
 }
@@ -158,13 +165,7 @@ TEST(ThcAggregate, SaturationNeverWrapsAndIsCounted) {
 // (the average SQ variance is (M/L)²/6 for a uniform fraction, not 1/4).
 TEST(ThcAggregate, AllReduceWithMaxRangeIsHomomorphicAndWithinTheSqBound) {
   testing::runRanks(3, [](comm::Communicator& c) {
-    ThcOptions o;
-    o.deployment = "allreduce";
-    o.bits = 4;
-    o.aggregationBits = 8;
-    o.rotationBlockLog2 = 10;
-    o.range = "max";
-    Thc thc(o);
+    Thc thc(allReduceOptions(4, 8, 10, "max"));
     for (const char* collective : {"ring", "tree", "ps"}) {
       const int64_t d = 3000;
       const auto out = aggregateHomomorphic(c, thc, collective, d);
@@ -193,12 +194,7 @@ TEST(ThcAggregate, MaxRangeSaturatesFarLessThanTheNormRange) {
     auto x = rankInput(c.rank(), d, 31);
     std::map<std::string, double> share;
     for (const char* range : {"norm", "max"}) {
-      ThcOptions o;
-      o.deployment = "allreduce";
-      o.bits = 4;
-      o.rotationBlockLog2 = 12;
-      o.range = range;
-      Thc thc(o);
+      Thc thc(allReduceOptions(4, 0, 12, range));
       auto coll = comm::makeCollective("ring", c);
       Context ctx{c};
       ctx.collective = coll.get();
