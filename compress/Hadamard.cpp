@@ -88,21 +88,6 @@ void tileButterflies(float* x, int64_t n, int64_t tile) {
   for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 1, tile);
 }
 
-// v[k] = −v[k] where bit k of `bits` is set, for k < n <= 64: D on 64
-// coordinates. An xor of the sign bit, branch-free (a branch on random bits
-// mispredicts half the time; it took most of the transform's time).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void flipSigns(float* __restrict v, int64_t n, uint64_t bits) {
-  for (int64_t k = 0; k < n; ++k) {
-    uint32_t u;
-    std::memcpy(&u, v + k, 4);
-    u ^= static_cast<uint32_t>((bits >> k) & 1) << 31;
-    std::memcpy(v + k, &u, 4);
-  }
-}
-
 int64_t nextPow2(int64_t v) {
   int64_t p = 1;
   while (p < v) p *= 2;
@@ -110,6 +95,22 @@ int64_t nextPow2(int64_t v) {
 }
 
 }  // namespace
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+void applyRandomSigns(const float* in, int64_t lo, int64_t hi, uint64_t seed, float* out) {
+  for (int64_t w = lo / 64; w * 64 < hi; ++w) {
+    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
+    const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t u;
+      std::memcpy(&u, in + (i - lo), 4);
+      u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
+      std::memcpy(out + (i - lo), &u, 4);
+    }
+  }
+}
 
 void fwhtInPlace(float* x, int64_t n, int64_t block) {
   GZ_ASSERT(block > 0 && (block & (block - 1)) == 0 && n % block == 0, "fwht: bad block {} for n {}", block, n);
@@ -142,16 +143,13 @@ at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed)
   const float* src = xc.data_ptr<float>();
   auto out = at::empty({padded_}, at::kFloat);
   float* v = out.data_ptr<float>();
-  // D·pad(x) in one pass per 64 coordinates: x, then the zero padding, then the
-  // sign flips of D (coordinate i is negated iff bit i mod 64 of word i/64 of the
-  // shared stream is set; the padding's zeros are flipped too).
+  // D·pad(x) in one pass: x copied with its signs, then the zero padding, whose
+  // zeros take D's flips too.
   at::parallel_for(0, (padded_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t lo = w * 64, n = std::min<int64_t>(padded_ - lo, 64), have = std::clamp<int64_t>(d_ - lo, 0, n);
-      std::memcpy(v + lo, src + lo, static_cast<size_t>(have) * 4);
-      std::fill(v + lo + have, v + lo + n, 0.0f);
-      flipSigns(v + lo, n, randomBits(sharedSeed, static_cast<uint64_t>(w)));
-    }
+    const int64_t lo = b * 64, hi = std::min(padded_, e * 64), mid = std::clamp(d_, lo, hi);
+    applyRandomSigns(src + lo, lo, mid, sharedSeed, v + lo);
+    std::fill(v + mid, v + hi, 0.0f);
+    applyRandomSigns(v + mid, mid, hi, sharedSeed, v + mid);
   });
   fwhtInPlace(v, padded_, block_);
   out.mul_(1.0 / std::sqrt(static_cast<double>(block_)));  // orthonormal H = H_unnormalised / sqrt(B)
@@ -170,11 +168,9 @@ at::Tensor RandomizedHadamard::inverse(const at::Tensor& y, uint64_t sharedSeed)
   auto out = at::empty({d_}, at::kFloat);
   float* o = out.data_ptr<float>();
   at::parallel_for(0, (d_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t lo = w * 64, n = std::min<int64_t>(d_ - lo, 64);
-      for (int64_t k = 0; k < n; ++k) o[lo + k] = v[lo + k] * scale;
-      flipSigns(o + lo, n, randomBits(sharedSeed, static_cast<uint64_t>(w)));
-    }
+    const int64_t lo = b * 64, hi = std::min(d_, e * 64);
+    for (int64_t i = lo; i < hi; ++i) o[i] = v[i] * scale;
+    applyRandomSigns(o + lo, lo, hi, sharedSeed, o + lo);
   });
   return out;
 }

@@ -33,23 +33,6 @@ constexpr int64_t kTile = 2048;
 #define GZ_THC_CLONES
 #endif
 
-// D: coordinate i is negated iff bit (i mod 64) of word i/64 of the stream is
-// set (RandomizedHadamard::forward); copies coordinates [lo, hi) of x, whose
-// first is xs[0], into R[0, hi − lo) with the signs.
-GZ_THC_CLONES void signedCopy(const float* __restrict xs, int64_t lo, int64_t hi, uint64_t seed,
-                              float* __restrict R) {
-  for (int64_t w = lo / 64; w * 64 < hi; ++w) {
-    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
-    const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
-    for (int64_t i = b; i < e; ++i) {
-      uint32_t u;
-      std::memcpy(&u, xs + (i - lo), 4);
-      u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
-      std::memcpy(R + (i - lo), &u, 4);
-    }
-  }
-}
-
 // Σ x² over [lo, hi) in double (8 independent partial sums, so the loop
 // vectorises), and the exponent-field maximum (finiteness) into *expMax.
 GZ_THC_CLONES double squares(const float* __restrict x, int64_t lo, int64_t hi, uint32_t* expMax) {
@@ -247,7 +230,7 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
   for (int64_t b = 0; b < rht.numBlocks(); ++b) {
     const int64_t lo = b * B, hi = std::min(d, lo + B);
     // R = H·D·pad(x) on this block (D: bit i mod 64 of word i/64; zero padding).
-    if (hi > lo) signedCopy(x + lo, lo, hi, sharedSeed, R);
+    if (hi > lo) applyRandomSigns(x + lo, lo, hi, sharedSeed, R);  // D (Hadamard.h)
     std::fill(R + std::max<int64_t>(hi - lo, 0), R + B, 0.0f);
     fwhtInPlace(R, B, B);
     const float m = range[b];
