@@ -267,9 +267,21 @@ void Controller::observe(const StepMeasure& m) {
   }
 }
 
+void Controller::refreshGeometry() {
+  if (comm_.rank() != 0 || opts_.geometry != "optimizer" || !geometry_) return;
+  sync_.setStatScale(geometry_);
+  geometryRefreshed_ = true;
+  scaled_ = false;
+  for (int k : large_) scaled_ = scaled_ || sync_.statScale(k).defined();
+}
+
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {
   if (comm_.size() < 2) return 0;
   observe(m);
+  // Adam's v̂ moves slowly (β₂ = 0.999): the geometry of the last check
+  // serves the steps until the next one. The first refresh follows the
+  // optimizer's first step.
+  if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {

@@ -8,7 +8,8 @@
 //  1. Screening (rank 0): for every candidate (trainer/Candidates.h), the
 //     single-worker codec runs on each large bucket's last gradient, giving the
 //     measured encode+decode seconds, the vNMSE and the gain
-//     E||g_c||²/E||g_e||²; the α-β cost of its exact wire bytes through its
+//     E||g_c||²/E||g_e||² (both in the optimizer's geometry by default:
+//     trainer/OptimizerGeometry.h); the α-β cost of its exact wire bytes through its
 //     collective (trainer/PlanCost.h) gives the communication seconds. The
 //     predicted step time is the base (the measured step time minus the
 //     current plan's own encode, communicate and decode seconds, but at least
@@ -16,7 +17,8 @@
 //     prediction is the measured step, and waits for slower ranks stay in the
 //     base.
 //  2. Exploration (all ranks): the `explore` predicted-front candidates nearest
-//     the knee each train `explore_steps` real steps from an in-memory
+//     the knee, one per compressor configuration (its best-placed collective),
+//     each train `explore_steps` real steps from an in-memory
 //     checkpoint (parameters, buffers, optimizer, residuals, step, data
 //     position, RNG) that is restored after each, so exploration never changes
 //     the model; only its wall time is charged to training time.
@@ -49,6 +51,7 @@
 
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +91,12 @@ class Controller {
   // Collective, after every training step. Returns the wall seconds it spent
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
+
+  // The optimizer's per-coordinate update factor (trainer/OptimizerGeometry.h
+  // updateScale on the trainer's optimizer): with `geometry: optimizer`, rank 0
+  // measures every statistical cost in it, refreshed at each trigger check.
+  using Geometry = std::function<torch::Tensor(const torch::Tensor& param)>;
+  void setGeometry(Geometry scaleOf) { geometry_ = std::move(scaleOf); }
 
   const comm::NetworkParams& network() const { return net_; }
   const std::vector<Candidate>& candidates() const { return candidates_; }
@@ -139,8 +148,13 @@ class Controller {
   // Collective: the seconds one all-reduce of `bytes` (float32 zeros) takes.
   double timedAllReduce(int64_t bytes);
   void writeDecision(const std::string& json);
+  // Rank 0: GradSync's measuring geometry from geometry_ (see setGeometry).
+  void refreshGeometry();
 
   ControllerOptions opts_;
+  Geometry geometry_;
+  bool scaled_ = false;  // the last refreshGeometry found a non-uniform geometry
+  bool geometryRefreshed_ = false;
   comm::Communicator& comm_;
   GradSync& sync_;
   std::string runDir_;

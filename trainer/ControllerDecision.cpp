@@ -53,9 +53,7 @@ Controller::Screened Controller::screen(const Plan& plan) {
         seconds = since(t0);
       }
       s.encodeDecode += seconds;
-      s.stats.inputSq += x.square().sum().item<double>();
-      s.stats.appliedSq += y.square().sum().item<double>();
-      s.stats.errorSq += (x - y).square().sum().item<double>();
+      s.stats += measureCompression(x, y, sync_.statScale(k));
       comm::AlphaBetaSample coef;
       const double bits = commCoefficientsFor(k, plan, &coef);
       s.bits += bits * double(d);
@@ -101,6 +99,7 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop)
 void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
   const int n = comm_.size();
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
+  rec["geometry"] = scaled_ ? "optimizer (1/(√v̂+ε))" : "gradient";
   // 1. α, β when the network moved: the robust fit of the collectives observed
   // since the drift began where they identify both (several bucket sizes or
   // collectives); otherwise (one plan, one bucket: all observations share
@@ -239,17 +238,26 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
     const Objectives current{steps_.empty() ? INFINITY : median(steps_), statCost(recentStats_)};
+    // One candidate per compressor configuration: its collectives share the
+    // statistics, and the screening's best-placed one stands for them, so
+    // the explored steps go to different compressors.
     auto& skipped = rec["not_explored"] = nlohmann::json::array();
     auto remaining = pts;
+    std::vector<std::string> compressors;
     while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
       const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
+      Plan codecOnly = candidates_[i].plan;
+      codecOnly.collective.clear();
+      const std::string compressor = codecOnly.key();
+      if (std::find(compressors.begin(), compressors.end(), compressor) != compressors.end()) continue;
       if (!remeasure && !couldReplace(current, pts[i], opts_.exploreMargin, opts_.timeWeight, opts_.kneeScale())) {
         skipped.push_back(candidates_[i].plan.key());
         continue;
       }
       exploreList.push_back(int64_t(i));
+      compressors.push_back(compressor);
     }
     if (remeasure)
       for (size_t i = 0; i < candidates_.size(); ++i)

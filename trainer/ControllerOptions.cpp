@@ -37,6 +37,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
   o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
   o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain", "ef"});
+  o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
@@ -73,6 +74,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["time_weight"] = timeWeight;
   n["knee"] = knee;
   n["stat"] = stat;
+  n["geometry"] = geometry;
   n["warmup_steps"] = warmupSteps;
   n["explore_steps"] = exploreSteps;
   n["explore"] = explore;

@@ -246,13 +246,8 @@ void GradSync::syncBucket(Bucket& b) {
   auto agg = c.aggregate(b.flat, ctx);
   const double total = since(t0);
   b.stats = {};
-  if (measure_ && agg.localApplied.defined()) {
-    const auto applied = agg.localApplied.to(torch::kFloat).reshape(-1);
-    b.stats.inputSq = at::dot(input, input).item<double>();
-    b.stats.appliedSq = at::dot(applied, applied).item<double>();
-    const auto diff = at::sub_out(b.scratch, input, applied);  // may overwrite input (then no longer needed)
-    b.stats.errorSq = at::dot(diff, diff).item<double>();
-  }
+  if (measure_ && agg.localApplied.defined())
+    b.stats = measureCompression(input, agg.localApplied.to(torch::kFloat).reshape(-1), b.scale, b.scratch);
   b.flat.copy_(agg.mean);
   b.last.encode = times.encode;
   b.last.decode = times.decode;
@@ -260,6 +255,42 @@ void GradSync::syncBucket(Bucket& b) {
   b.last.communicate = times.communicate > 0 ? times.communicate : std::max(0.0, total - times.encode - times.decode);
   b.last.bytesSent = times.bytesSent;
   b.last.saturated = agg.saturated;
+}
+
+CompressionStats measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
+                                    const torch::Tensor& scale, torch::Tensor scratch) {
+  CompressionStats s;
+  if (scale.defined()) {
+    const auto x = input * scale;
+    const auto c = applied * scale;
+    s.inputSq = at::dot(x, x).item<double>();
+    s.appliedSq = at::dot(c, c).item<double>();
+    const auto diff = x.sub_(c);
+    s.errorSq = at::dot(diff, diff).item<double>();
+    return s;
+  }
+  s.inputSq = at::dot(input, input).item<double>();
+  s.appliedSq = at::dot(applied, applied).item<double>();
+  const auto diff = scratch.defined() ? at::sub_out(scratch, input, applied)
+                                      : input - applied;  // sub_out may overwrite input (then no longer needed)
+  s.errorSq = at::dot(diff, diff).item<double>();
+  return s;
+}
+
+void GradSync::setStatScale(const std::function<torch::Tensor(const torch::Tensor& param)>& scaleOf) {
+  GZ_ASSERT(!inStep_, "the measuring geometry changes between steps only");
+  for (auto& b : buckets_) {
+    torch::Tensor flat;
+    for (int i : b.params) {
+      const auto s = scaleOf(params_[i].second);
+      if (!s.defined()) continue;
+      GZ_CHECK(s.numel() == params_[i].second.numel(), "the scale of {} has {} elements, the parameter {}",
+               params_[i].first, s.numel(), params_[i].second.numel());
+      if (!flat.defined()) flat = torch::ones({b.numel}, torch::kFloat);
+      flat.narrow(0, offsetOf_[i], s.numel()).copy_(s.reshape(-1));
+    }
+    b.scale = flat;
+  }
 }
 
 void GradSync::setPlan(const Plan& plan) {

@@ -20,6 +20,7 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,17 @@ struct CompressionStats {
   }
 };
 
+// What compression did: the CompressionStats of `input` (x_e) against what
+// entered the aggregate (`applied`, x_c), both flat float32, measured in the
+// geometry `scale`: ||s⊙x_e||², ||s⊙x_c||², ||s⊙(x_e − x_c)||² with s the
+// optimizer's per-coordinate update factor (trainer/OptimizerGeometry.h), so
+// the ratios are those of the update; undefined `scale`: the gradient's own
+// geometry (s = 1). `scratch`, when defined, is a float32 buffer of input's
+// size the unscaled form writes x_e − x_c to instead of allocating; `input`
+// may alias it.
+CompressionStats measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
+                                    const torch::Tensor& scale, torch::Tensor scratch = {});
+
 class GradSync {
  public:
   // params: named parameters in registration order (all require grad).
@@ -103,6 +115,13 @@ class GradSync {
   // three reductions over each bucket per step).
   void setMeasureCompression(bool on) { measure_ = on; }
   const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).stats; }
+  // The geometry measureCompression uses for every bucket from the next step
+  // on: scaleOf(param) is a parameter's per-coordinate factor (flattened) or
+  // undefined for all ones. A bucket none of whose parameters has one
+  // measures in the gradient's geometry. Between steps only.
+  void setStatScale(const std::function<torch::Tensor(const torch::Tensor& param)>& scaleOf);
+  // Bucket k's factor from setStatScale (flat, its layout), or undefined.
+  const torch::Tensor& statScale(int bucket) const { return buckets_.at(bucket).scale; }
   // With measuring on: this rank's own gradient of bucket k in the last step,
   // before compression and error feedback (undefined before the first step).
   const torch::Tensor& lastInput(int bucket) const { return buckets_.at(bucket).input; }
@@ -137,6 +156,7 @@ class GradSync {
     CompressionStats stats;
     torch::Tensor input;    // measuring: the local gradient before aggregation
     torch::Tensor scratch;  // measuring: gradient + residual, then the compression error
+    torch::Tensor scale;    // measuring: the geometry (setStatScale), undefined = ones
   };
 
   void onGrad(int param, const torch::Tensor& grad);

@@ -11,6 +11,7 @@
 #include "trainer/GradSync.h"
 #include "trainer/LrSchedule.h"
 #include "trainer/Optimizer.h"
+#include "trainer/OptimizerGeometry.h"
 #include "trainer/Progress.h"
 #include "trainer/ProgressFile.h"
 #include "trainer/TtaLog.h"
@@ -173,6 +174,7 @@ struct Trainer::Impl final : ControlledLoop {
     if (cfg.controller) {
       if (comm.size() >= 2) {
         controller = std::make_unique<Controller>(*cfg.controller, comm, *sync, cfg.runDir());
+        controller->setGeometry([this](const torch::Tensor& p) { return updateScale(*optimizer, p); });
         controller->start(0);
       } else {
         spdlog::warn("compress: auto chooses among collectives and needs at least 2 ranks; one rank runs {}",

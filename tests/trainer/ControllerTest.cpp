@@ -20,6 +20,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <unistd.h>
@@ -41,10 +42,12 @@ std::vector<nlohmann::json> jsonLines(const std::string& path) {
   return out;
 }
 
-trainer::TrainConfig config(const std::string& outDir, const std::string& compress, int64_t steps) {
+trainer::TrainConfig config(const std::string& outDir, const std::string& compress, int64_t steps,
+                            const std::string& optim = "{name: sgd, lr: 0.05, momentum: 0.9}") {
   return gradzip::testing::mlpConfig(outDir, compress,
                                      "train: {max_steps: " + std::to_string(steps) +
-                                         ", eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30}\n");
+                                         ", eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30}\n",
+                                     optim);
 }
 
 // The step at which the launcher applied `rate` ("10 Mbit/s", "unshaped") of
@@ -137,6 +140,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
   EXPECT_EQ(cfg.controller->stat, "vnmse");
+  EXPECT_EQ(cfg.controller->geometry, "optimizer");
   cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, stat: ef, explore_margin: 0,"
               " pin: {name: thc, collective: ps}}");
   ASSERT_TRUE(cfg.controller);
@@ -163,6 +167,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, time_weight: 2}", "compress.time_weight");
   expectError("{name: auto, network_interval: 0}", "compress.network_interval");
   expectError("{name: auto, stat: mse}", "compress.stat");
+  expectError("{name: auto, geometry: adam}", "compress.geometry");
   expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
   expectError("{name: auto, sound_every: -1}", "compress.sound_every");
   expectError("{name: auto, sound_share: 2}", "compress.sound_share");
@@ -277,8 +282,45 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
     EXPECT_GT(r["beta"].get<double>(), 0);
     EXPECT_EQ(r["candidates"].size(), trainer::makeCandidates(*cfg.controller).size());
     EXPECT_FALSE(r["front"].empty());
+    EXPECT_EQ(r["geometry"], "gradient");  // SGD: one factor for every coordinate
+    // The explored candidates are different compressors (one collective each).
+    std::set<std::string> compressors;
+    for (const auto& e : r["explored"]) {
+      const auto key = e["plan"].get<std::string>();
+      EXPECT_TRUE(compressors.insert(key.substr(0, key.find('@'))).second) << r.dump();
+    }
   }
   EXPECT_GE(decisions, 1);
+}
+
+TEST_F(ControllerTrainTest, MeasuresAdamsStatisticsInItsUpdateGeometry) {
+  // The same AdamW run twice up to its first decision (deterministic, so the
+  // screened gradient is the same), once measuring in the update's geometry
+  // and once in the gradient's. TopK 1% keeps the largest gradient entries,
+  // whose Adam factor 1/(√v̂+ε) is the smallest: in the update's geometry
+  // it must lose more than in the gradient's. fp16 loses ~2⁻²² in both.
+  std::map<std::string, std::map<std::string, double>> vnmse;
+  for (const std::string geometry : {"optimizer", "gradient"}) {
+    auto cfg = config(dir.path() + "/" + geometry,
+                      "{name: auto, families: [fp16, topk], ratios: [0.01], warmup_steps: 10, explore: 1,"
+                      " explore_steps: 2, geometry: " + geometry + ", probe: {budget_seconds: 0.5}}",
+                      10, "{name: adamw, lr: 0.001}");
+    train(cfg);
+    int decisions = 0;
+    for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
+      if (r["event"] != "decision") continue;
+      ++decisions;
+      EXPECT_EQ(r["geometry"], geometry == "optimizer" ? "optimizer (1/(√v̂+ε))" : "gradient");
+      for (const auto& c : r["candidates"])
+        if (c["ok"].get<bool>()) vnmse[geometry][c["plan"].get<std::string>()] = c["vnmse"].get<double>();
+    }
+    EXPECT_EQ(decisions, 1);
+  }
+  const std::string topk = "topk{ratio: 0.01}@allgather";
+  ASSERT_TRUE(vnmse["optimizer"].count(topk) && vnmse["gradient"].count(topk));
+  EXPECT_GT(vnmse["optimizer"][topk], vnmse["gradient"][topk]);
+  EXPECT_LT(vnmse["optimizer"]["fp16@engine"], 1e-5);
+  EXPECT_LT(vnmse["gradient"]["fp16@engine"], 1e-5);
 }
 
 TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {

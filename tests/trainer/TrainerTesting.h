@@ -12,12 +12,13 @@
 namespace gradzip::testing {
 
 inline trainer::TrainConfig mlpConfig(const std::string& outDir, const std::string& compress,
-                                      const std::string& extra) {
+                                      const std::string& extra,
+                                      const std::string& optim = "{name: sgd, lr: 0.05, momentum: 0.9}") {
   const std::string text = "run: {name: t, out_dir: " + outDir +
                            ", seed: 5, deterministic: true}\n"
                            "model: {name: mlp, mlp: {hidden: [64]}}\n"
                            "data: {dataset: fashion_mnist, batch_size: 32, prefetch: 2}\n"
-                           "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+                           "optim: " + optim + "\n"
                            "schedule: {name: constant}\n"
                            "compress: " +
                            compress + "\n" + extra;

@@ -1,0 +1,41 @@
+// Implements trainer/OptimizerGeometry.h from the optimizer's own state and
+// its parameter group's options.
+#include "trainer/OptimizerGeometry.h"
+
+#include <cmath>
+
+namespace gradzip::trainer {
+namespace {
+
+// The options of the parameter group that holds `param` (nullptr if none does).
+const torch::optim::OptimizerOptions* groupOptions(const torch::optim::Optimizer& opt, const torch::Tensor& param) {
+  for (const auto& g : opt.param_groups())
+    for (const auto& p : g.params())
+      if (p.unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) return &g.options();
+  return nullptr;
+}
+
+// 1/(√(v/(1 − β₂ᵗ)) + ε), the reciprocal of Adam's and AdamW's denominator.
+template <class State, class Options>
+torch::Tensor adamScale(const State& s, const Options& o) {
+  const auto& v = o.amsgrad() && s.max_exp_avg_sq().defined() ? s.max_exp_avg_sq() : s.exp_avg_sq();
+  if (!v.defined() || s.step() < 1) return {};
+  const double correction2 = 1 - std::pow(std::get<1>(o.betas()), double(s.step()));
+  return (v.sqrt() / std::sqrt(correction2)).add_(o.eps()).reciprocal_().reshape(-1);
+}
+
+}  // namespace
+
+torch::Tensor updateScale(const torch::optim::Optimizer& opt, const torch::Tensor& param) {
+  const auto it = opt.state().find(param.unsafeGetTensorImpl());
+  if (it == opt.state().end() || !it->second) return {};
+  const auto* options = groupOptions(opt, param);
+  if (!options) return {};
+  if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get()))
+    if (const auto* o = dynamic_cast<const torch::optim::AdamWOptions*>(options)) return adamScale(*s, *o);
+  if (const auto* s = dynamic_cast<const torch::optim::AdamParamState*>(it->second.get()))
+    if (const auto* o = dynamic_cast<const torch::optim::AdamOptions*>(options)) return adamScale(*s, *o);
+  return {};
+}
+
+}  // namespace gradzip::trainer
