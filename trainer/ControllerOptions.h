@@ -11,7 +11,7 @@
 //     name: auto
 //     families: [fp16, topkc, thc]      # compressor families to consider
 //     time_weight: 0.85                 # knee preference (1: fastest, 0: most accurate)
-//     geometry: optimizer               # statistical cost of the update (Adam: 1/(√v̂+ε)), or gradient
+//     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
 #pragma once
 
@@ -47,8 +47,8 @@ struct ControllerOptions {
   // ("gain"); or "ef", vNMSE/(1 − vNMSE).
   std::string stat = "vnmse";
   // Where the statistical cost is measured (trainer/OptimizerGeometry.h):
-  // "optimizer", the update's geometry (Adam/AdamW: each coordinate weighted by
-  // 1/(√v̂ + ε); SGD: the gradient's, unchanged), or "gradient" (unweighted).
+  // "optimizer", the update's geometry (Adam/AdamW: each tensor weighted by
+  // 1/(√mean(v̂) + ε); SGD: the gradient's, unchanged), or "gradient" (unweighted).
   std::string geometry = "optimizer";
   int64_t warmupSteps = 20;       // steps on `initial` before the first decision
   // Steps per explored candidate, the first untimed. The paper uses 10; 6

@@ -15,13 +15,15 @@ const torch::optim::OptimizerOptions* groupOptions(const torch::optim::Optimizer
   return nullptr;
 }
 
-// 1/(√(v/(1 − β₂ᵗ)) + ε), the reciprocal of Adam's and AdamW's denominator.
+// 1/(√mean(v/(1 − β₂ᵗ)) + ε): Adam's and AdamW's denominator, on the
+// tensor's root-mean-square second moment.
 template <class State, class Options>
 torch::Tensor adamScale(const State& s, const Options& o) {
   const auto& v = o.amsgrad() && s.max_exp_avg_sq().defined() ? s.max_exp_avg_sq() : s.exp_avg_sq();
-  if (!v.defined() || s.step() < 1) return {};
+  if (!v.defined() || s.step() < 1 || v.numel() == 0) return {};
   const double correction2 = 1 - std::pow(std::get<1>(o.betas()), double(s.step()));
-  return (v.sqrt() / std::sqrt(correction2)).add_(o.eps()).reciprocal_().reshape(-1);
+  const double rms = std::sqrt(v.to(torch::kDouble).mean().template item<double>() / correction2);
+  return torch::full({v.numel()}, 1.0 / (rms + o.eps()), torch::kFloat);
 }
 
 }  // namespace

@@ -11,38 +11,43 @@
 using namespace gradzip;
 
 TEST(OptimizerGeometry, AdamWFactorTurnsTheGradientIntoItsUpdate) {
-  // With β₁ = 0 and no weight decay AdamW's update is −lr·g⊙(1/(√v̂ + ε)) exactly
-  // (Loshchilov & Hutter 2019, Alg. 2), so the factor read after a step must
-  // reproduce the step that was taken, coordinate by coordinate, and equal
-  // the closed form from the gradients fed in.
-  auto w = torch::zeros({6}, torch::requires_grad());
-  const double lr = 0.1, beta2 = 0.9, eps = 1e-3;
-  torch::optim::AdamW opt({w}, torch::optim::AdamWOptions(lr).betas({0.0, beta2}).eps(eps).weight_decay(0));
+  // With β₁ = 0 and no weight decay AdamW's update is −lr·g/(√v̂ + ε)
+  // (Loshchilov & Hutter 2019, Alg. 2). Where every coordinate of a tensor has
+  // gradients of one magnitude, v̂ is the same for all of them and the
+  // per-tensor factor must reproduce the step taken, coordinate by
+  // coordinate. Two tensors 10⁴ apart in gradient size get factors 10⁴ apart.
+  auto w = torch::zeros({4}, torch::requires_grad()), u = torch::zeros({3}, torch::requires_grad());
+  const double lr = 0.1, beta2 = 0.9, eps = 1e-8;
+  torch::optim::AdamW opt({w, u}, torch::optim::AdamWOptions(lr).betas({0.0, beta2}).eps(eps).weight_decay(0));
   EXPECT_FALSE(trainer::updateScale(opt, w).defined()) << "no state before the first step";
-  auto v = torch::zeros({6}, torch::kDouble);
   for (int t = 1; t <= 3; ++t) {
-    const auto g = torch::tensor({1e-3, -2e-3, 0.5, -4.0, 1e2, 0.0}) * double(t);
-    w.mutable_grad() = g.clone();
-    const auto before = w.detach().clone();
+    const auto gw = torch::tensor({1.0f, -1.0f, 1.0f, -1.0f}) * float(t) * 1e-3f;
+    const auto gu = torch::tensor({-1.0f, 1.0f, 1.0f}) * float(t) * 10.0f;
+    w.mutable_grad() = gw.clone();
+    u.mutable_grad() = gu.clone();
+    const auto w0 = w.detach().clone(), u0 = u.detach().clone();
     opt.step();
-    v = beta2 * v + (1 - beta2) * g.to(torch::kDouble).square();
-    const auto s = trainer::updateScale(opt, w);
-    ASSERT_TRUE(s.defined());
-    ASSERT_EQ(s.numel(), 6);
-    const auto expected = 1.0 / ((v / (1 - std::pow(beta2, t))).sqrt() + eps);
-    EXPECT_TRUE(torch::allclose(s.to(torch::kDouble), expected, 1e-5, 0)) << s << expected;
-    EXPECT_TRUE(torch::allclose(w.detach() - before, -lr * g * s, 1e-5, 1e-9)) << "step " << t;
+    const auto sw = trainer::updateScale(opt, w), su = trainer::updateScale(opt, u);
+    ASSERT_TRUE(sw.defined() && su.defined());
+    ASSERT_EQ(sw.numel(), 4);
+    ASSERT_EQ(su.numel(), 3);
+    EXPECT_TRUE(torch::allclose(w.detach() - w0, -lr * gw * sw, 1e-5, 1e-12)) << "step " << t;
+    EXPECT_TRUE(torch::allclose(u.detach() - u0, -lr * gu * su, 1e-5, 1e-12)) << "step " << t;
+    EXPECT_NEAR(sw[0].item<double>() / su[0].item<double>(), 1e4, 1.0);  // ε moves it by ~1e-5
   }
-  // Under amsgrad the denominator (and so the factor) uses max_exp_avg_sq.
-  auto u = torch::zeros({2}, torch::requires_grad());
-  torch::optim::AdamW ams({u}, torch::optim::AdamWOptions(lr).betas({0.0, beta2}).eps(eps).amsgrad(true));
-  for (double g : {4.0, 1.0}) {
-    u.mutable_grad() = torch::full({2}, g);
+  // Mixed magnitudes: the closed form on the tensor's mean second moment, v
+  // from max_exp_avg_sq under amsgrad. Gradients (4, 2), then (1, 1):
+  // v₁ = 0.1·(16, 4) = (1.6, 0.4), v₂ = 0.9·v₁ + 0.1·(1, 1) = (1.54, 0.46),
+  // max = (1.6, 0.46), mean 1.03, bias correction 1 − 0.9².
+  auto a = torch::zeros({2}, torch::requires_grad());
+  torch::optim::AdamW ams({a}, torch::optim::AdamWOptions(lr).betas({0.0, beta2}).eps(1e-3).amsgrad(true));
+  for (const auto& g : {torch::tensor({4.0f, 2.0f}), torch::tensor({1.0f, 1.0f})}) {
+    a.mutable_grad() = g;
     ams.step();
   }
-  // v₁ = 0.1·16 = 1.6, v₂ = 0.9·1.6 + 0.1·1 = 1.54: the denominator keeps 1.6.
-  EXPECT_NEAR(trainer::updateScale(ams, u)[0].item<double>(), 1 / (std::sqrt(1.6 / (1 - beta2 * beta2)) + eps),
-              1e-6);
+  const double expected = 1 / (std::sqrt(1.03 / (1 - beta2 * beta2)) + 1e-3);
+  EXPECT_NEAR(trainer::updateScale(ams, a)[0].item<double>(), expected, 1e-6);
+  EXPECT_NEAR(trainer::updateScale(ams, a)[1].item<double>(), expected, 1e-6);
 }
 
 TEST(OptimizerGeometry, SgdHasOneFactorForEveryCoordinate) {
