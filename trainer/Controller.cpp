@@ -173,7 +173,7 @@ void Controller::observe(const StepMeasure& m) {
   CompressionStats stats;
   double observed = 0, predicted = 0;
   for (size_t i = 0; i < large_.size(); ++i) {
-    stats += sync_.lastStats(large_[i]);
+    stats += sync_.lastWeightedStats(large_[i]);
     const auto& bd = sync_.lastBreakdown(large_[i]);
     if (!(bd.communicate > 0)) continue;
     comm::AlphaBetaSample c = activeCoef_[i];  // fixed while the plan is (applyPlan)

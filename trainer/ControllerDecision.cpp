@@ -83,7 +83,7 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop)
       seconds += m.step;
       sync += std::max(0.0, m.step - m.compute);
       ++timed;
-      for (int k : large_) out.stats += sync_.lastStats(k);
+      for (int k : large_) out.stats += sync_.lastWeightedStats(k);
     }
     out.step = seconds / double(std::max<int64_t>(1, timed));
     out.sync = sync / double(std::max<int64_t>(1, timed));

@@ -245,9 +245,13 @@ void GradSync::syncBucket(Bucket& b) {
   const auto t0 = Clock::now();
   auto agg = c.aggregate(b.flat, ctx);
   const double total = since(t0);
-  b.stats = {};
-  if (measure_ && agg.localApplied.defined())
-    b.stats = measureCompression(input, agg.localApplied.to(torch::kFloat).reshape(-1), b.scale, b.scratch);
+  b.stats = b.weighted = {};
+  if (measure_ && agg.localApplied.defined()) {
+    const auto applied = agg.localApplied.to(torch::kFloat).reshape(-1);
+    if (b.scale.defined()) b.weighted = measureCompression(input, applied, b.scale);
+    b.stats = measureCompression(input, applied, {}, b.scratch);  // may overwrite input: last
+    if (!b.scale.defined()) b.weighted = b.stats;
+  }
   b.flat.copy_(agg.mean);
   b.last.encode = times.encode;
   b.last.decode = times.decode;

@@ -112,9 +112,12 @@ class GradSync {
   const SyncBreakdown& lastBreakdown(int bucket) const { return buckets_.at(bucket).last; }
 
   // With measuring on, every bucket's CompressionStats of the last step (costs
-  // three reductions over each bucket per step).
+  // three reductions over each bucket per step), in the gradient's geometry
+  // (the TTA rows' vNMSE, the same for every plan and optimizer), and in the
+  // geometry of setStatScale (the controller's; the same numbers without one).
   void setMeasureCompression(bool on) { measure_ = on; }
   const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).stats; }
+  const CompressionStats& lastWeightedStats(int bucket) const { return buckets_.at(bucket).weighted; }
   // The geometry measureCompression uses for every bucket from the next step
   // on: scaleOf(param) is a parameter's per-coordinate factor (flattened) or
   // undefined for all ones. A bucket none of whose parameters has one
@@ -153,7 +156,7 @@ class GradSync {
     std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
     std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
     SyncBreakdown last;
-    CompressionStats stats;
+    CompressionStats stats, weighted;  // measuring: unweighted, and in the geometry `scale`
     torch::Tensor input;    // measuring: the local gradient before aggregation
     torch::Tensor scratch;  // measuring: gradient + residual, then the compression error
     torch::Tensor scale;    // measuring: the geometry (setStatScale), undefined = ones

@@ -86,7 +86,8 @@ TEST(MeasureCompression, TheGeometryWeighsWhatTopKDrops) {
 
 TEST(MeasureCompression, GradSyncLaysTheFactorsOutLikeItsBuckets) {
   // Two parameters in one bucket, laid out in reverse registration order
-  // (backward's); `b` has no factor and measures with ones.
+  // (backward's); `b` has no factor and measures with ones. Its statistics
+  // come in both geometries.
   gradzip::testing::runRanks(2, [](comm::Communicator& comm) {
     auto a = torch::zeros({3}, torch::requires_grad()), b = torch::zeros({2}, torch::requires_grad());
     trainer::Plan plan;
@@ -106,6 +107,17 @@ TEST(MeasureCompression, GradSyncLaysTheFactorsOutLikeItsBuckets) {
     EXPECT_EQ(got[offA + 2], 3.0f);
     EXPECT_EQ(got[offB], 1.0f);
     EXPECT_EQ(got[offB + 1], 1.0f);
+    // One measured step: the TTA rows' statistics stay in the gradient's
+    // geometry, the controller's are weighted. x = (1, 1, 1) on a and (2, 2)
+    // on b (the local gradient; fp16 keeps these exactly):
+    // Σx² = 3 + 8 = 11, Σ(s·x)² = 1 + 4 + 9 + 8 = 22.
+    sync.setMeasureCompression(true);
+    sync.beginStep(0);
+    (a.sum() + 2 * b.sum()).backward();
+    sync.finishStep();
+    EXPECT_DOUBLE_EQ(sync.lastStats(0).inputSq, 11.0);
+    EXPECT_DOUBLE_EQ(sync.lastWeightedStats(0).inputSq, 22.0);
+    EXPECT_DOUBLE_EQ(sync.lastWeightedStats(0).errorSq, 0.0);
     // A factor of the wrong size names the parameter.
     try {
       sync.setStatScale([](const torch::Tensor&) { return torch::ones({7}); });
