@@ -49,6 +49,20 @@ void ErrorFeedback::load(torch::serialize::InputArchive& ar) {
   inner_->load(inner);
 }
 
+at::Tensor ErrorFeedback::takeResidual() {
+  at::Tensor e = std::move(residual_);
+  residual_ = at::Tensor();
+  return e;
+}
+
+void ErrorFeedback::addResidual(const at::Tensor& e) {
+  if (!e.defined()) return;
+  GZ_CHECK(e.dim() == 1 && e.scalar_type() == at::kFloat, "{}: a residual must be a float vector", name());
+  GZ_CHECK(!residual_.defined() || residual_.numel() == e.numel(),
+           "{}: residual of {} coordinates added to one of {}", name(), e.numel(), residual_.numel());
+  residual_ = residual_.defined() ? residual_ + e : e.clone();
+}
+
 double ErrorFeedback::residualNorm() const {
   return residual_.defined() ? residual_.norm().item<double>() : 0.0;
 }

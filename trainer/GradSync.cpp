@@ -228,6 +228,9 @@ void GradSync::syncBucket(Bucket& b) {
                                                  : fmt::format("rank {}: {}", comm_.rank(), fmt::join(bad, ", ")));
     }
   }
+  const std::string key = b.plan.key();
+  if (!b.lastKey.empty() && b.lastKey != key) handOverResidual(b, c);
+  b.lastKey = key;
   compress::PhaseTimes times;
   compress::Context ctx{comm_, coll, cname, b.layout, opts_.seed, index, step_, &times};
   // The error-fed input, before aggregate() moves the residual on.
@@ -259,6 +262,18 @@ void GradSync::syncBucket(Bucket& b) {
   b.last.communicate = times.communicate > 0 ? times.communicate : std::max(0.0, total - times.encode - times.decode);
   b.last.bytesSent = times.bytesSent;
   b.last.saturated = agg.saturated;
+}
+
+void GradSync::handOverResidual(Bucket& b, compress::Compressor& to) {
+  const auto it = b.compressors.find(b.lastKey);
+  auto* from = it == b.compressors.end() ? nullptr : dynamic_cast<compress::ErrorFeedback*>(it->second.get());
+  if (!from) return;
+  const at::Tensor e = from->takeResidual();
+  if (!e.defined()) return;
+  if (auto* ef = dynamic_cast<compress::ErrorFeedback*>(&to))
+    ef->addResidual(e);
+  else
+    b.flat.add_(e);
 }
 
 CompressionStats measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
@@ -331,6 +346,7 @@ void GradSync::save(torch::serialize::OutputArchive& ar) const {
       c->save(sub);
       ar.write(fmt::format("bucket{}/{}", k, key), sub);
     }
+    ar.write(fmt::format("bucket{}/last_plan", k), c10::IValue(buckets_[k].lastKey));
   }
 }
 
@@ -342,6 +358,9 @@ void GradSync::load(torch::serialize::InputArchive& ar) {
       torch::serialize::InputArchive sub;
       if (ar.try_read(fmt::format("bucket{}/{}", k, key), sub)) c->load(sub);
     }
+    // Checkpoints from before the hand-over have none: no hand-over at the first step.
+    c10::IValue last;
+    b.lastKey = ar.try_read(fmt::format("bucket{}/last_plan", k), last) && last.isString() ? last.toStringRef() : "";
   }
 }
 

@@ -96,7 +96,13 @@ class GradSync {
   SyncBreakdown finishStep();
 
   // Switch every bucket (or one) to `plan` from the next step on. Compressor
-  // state is kept per (bucket, plan), so switching back resumes residuals.
+  // state (PowerSGD's Q, THC's tables, ...) is kept per (bucket, plan), so
+  // switching back resumes it. The error-feedback residual follows the bucket
+  // instead: at the first step under a new plan, the previous plan's residual
+  // moves to the new plan's (both with error feedback) or joins that step's
+  // gradient (the new plan keeps none). Σ applied + residual = Σ gradients
+  // then holds across switches, as compress/ErrorFeedback.h promises for one
+  // compressor; parking the residual with the old plan would drop it.
   void setPlan(const Plan& plan);
   void setPlan(int bucket, const Plan& plan);
   const Plan& plan(int bucket) const { return buckets_.at(bucket).plan; }
@@ -153,6 +159,7 @@ class GradSync {
     bool ready = false;  // handed to the comm thread
     bool done = false;
     Plan plan;
+    std::string lastKey;  // the plan of the last synchronised step (checkpointed)
     std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
     std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
     SyncBreakdown last;
@@ -166,6 +173,8 @@ class GradSync {
   void markReady(int bucket);
   void commLoop();
   void syncBucket(Bucket& b);
+  // setPlan's residual hand-over from b.lastKey's compressor to `to`.
+  void handOverResidual(Bucket& b, compress::Compressor& to);
   compress::Compressor& compressorFor(Bucket& b);
 
   std::vector<std::pair<std::string, torch::Tensor>> params_;

@@ -181,3 +181,41 @@ TEST(GradSync, ResidualNormReportsErrorFeedbackState) {
     });
   }
 }
+
+TEST(GradSync, ErrorFeedbackResidualFollowsThePlanSwitches) {
+  // Both ranks feed the same gradients, so every aggregate equals the rank's
+  // own applied vector, and error feedback's invariant (compress/ErrorFeedback.h)
+  // reads Σ w.grad + e = Σ g. It must hold across the plan switches:
+  // TopK 10% -> TopK 1% (the residual moves over) -> fp16 (no residual: it
+  // joins the first fp16 step's gradient). Parking the 10% plan's residual
+  // with that plan would leave Σ g − Σ w.grad short by it.
+  runRanks(2, [](comm::Communicator& c) {
+    auto w = torch::zeros({1000}, torch::requires_grad());
+    auto topk = [](double ratio) {
+      auto p = plan("topk", "allgather");
+      p.options["ratio"] = ratio;
+      return p;
+    };
+    trainer::GradSync sync({{"w", w}}, c, {}, topk(0.1));
+    auto sumG = torch::zeros({1000}), applied = torch::zeros({1000});
+    for (int step = 0; step < 9; ++step) {
+      if (step == 3) sync.setPlan(topk(0.01));
+      if (step == 6) sync.setPlan(plan("fp16", "engine"));
+      sync.beginStep(step);
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 + step);
+      const auto g = torch::randn({1000}, gen);
+      (w * g).sum().backward();
+      sync.finishStep();
+      sumG += g;
+      applied += w.grad();
+      w.mutable_grad().zero_();
+      if (step == 5) {
+        ASSERT_GT(sync.residualNorm(), 0.1 * sumG.norm().item<double>());
+        EXPECT_NEAR((sumG - applied).norm().item<double>(), sync.residualNorm(), 1e-4 * sumG.norm().item<double>());
+      }
+    }
+    EXPECT_EQ(sync.residualNorm(), 0.0);
+    // fp16 rounds each applied value by at most 2⁻¹¹ of itself.
+    EXPECT_LT((sumG - applied).norm().item<double>(), 2e-3 * sumG.norm().item<double>());
+  });
+}
