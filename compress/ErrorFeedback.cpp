@@ -3,6 +3,8 @@
 
 #include "util/Error.h"
 
+#include <utility>
+
 namespace gradzip::compress {
 
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {
@@ -49,11 +51,7 @@ void ErrorFeedback::load(torch::serialize::InputArchive& ar) {
   inner_->load(inner);
 }
 
-at::Tensor ErrorFeedback::takeResidual() {
-  at::Tensor e = std::move(residual_);
-  residual_ = at::Tensor();
-  return e;
-}
+at::Tensor ErrorFeedback::takeResidual() { return std::exchange(residual_, at::Tensor()); }
 
 void ErrorFeedback::addResidual(const at::Tensor& e) {
   if (!e.defined()) return;

@@ -272,7 +272,7 @@ void Controller::refreshGeometry() {
   sync_.setStatScale(geometry_);
   geometryRefreshed_ = true;
   scaled_ = false;
-  for (int k : large_) scaled_ = scaled_ || sync_.statScale(k).defined();
+  for (int k : large_) scaled_ = scaled_ || !sync_.statWeights(k).empty();
 }
 
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {

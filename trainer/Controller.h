@@ -92,10 +92,11 @@ class Controller {
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
 
-  // The optimizer's per-coordinate update factor (trainer/OptimizerGeometry.h
-  // updateScale on the trainer's optimizer): with `geometry: optimizer`, rank 0
-  // measures every statistical cost in it, refreshed at each trigger check.
-  using Geometry = std::function<torch::Tensor(const torch::Tensor& param)>;
+  // A tensor's update factor under the trainer's optimizer
+  // (trainer/OptimizerGeometry.h updateScale): with `geometry: optimizer`,
+  // rank 0 measures every statistical cost in it, refreshed at each trigger
+  // check.
+  using Geometry = std::function<std::optional<double>(const torch::Tensor& param)>;
   void setGeometry(Geometry scaleOf) { geometry_ = std::move(scaleOf); }
 
   const comm::NetworkParams& network() const { return net_; }

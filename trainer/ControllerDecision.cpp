@@ -53,7 +53,7 @@ Controller::Screened Controller::screen(const Plan& plan) {
         seconds = since(t0);
       }
       s.encodeDecode += seconds;
-      s.stats += measureCompression(x, y, sync_.statScale(k));
+      s.stats += measureCompression(x, y, sync_.bucketLayout(k), sync_.statWeights(k)).weighted;
       comm::AlphaBetaSample coef;
       const double bits = commCoefficientsFor(k, plan, &coef);
       s.bits += bits * double(d);

@@ -250,10 +250,10 @@ void GradSync::syncBucket(Bucket& b) {
   const double total = since(t0);
   b.stats = b.weighted = {};
   if (measure_ && agg.localApplied.defined()) {
-    const auto applied = agg.localApplied.to(torch::kFloat).reshape(-1);
-    if (b.scale.defined()) b.weighted = measureCompression(input, applied, b.scale);
-    b.stats = measureCompression(input, applied, {}, b.scratch);  // may overwrite input: last
-    if (!b.scale.defined()) b.weighted = b.stats;
+    const auto m = measureCompression(input, agg.localApplied.to(torch::kFloat).reshape(-1), b.layout, b.weights,
+                                      b.scratch);
+    b.stats = m.plain;
+    b.weighted = m.weighted;
   }
   b.flat.copy_(agg.mean);
   b.last.encode = times.encode;
@@ -276,39 +276,46 @@ void GradSync::handOverResidual(Bucket& b, compress::Compressor& to) {
     b.flat.add_(e);
 }
 
-CompressionStats measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
-                                    const torch::Tensor& scale, torch::Tensor scratch) {
-  CompressionStats s;
-  if (scale.defined()) {
-    const auto x = input * scale;
-    const auto c = applied * scale;
-    s.inputSq = at::dot(x, x).item<double>();
-    s.appliedSq = at::dot(c, c).item<double>();
-    const auto diff = x.sub_(c);
-    s.errorSq = at::dot(diff, diff).item<double>();
-    return s;
-  }
-  s.inputSq = at::dot(input, input).item<double>();
-  s.appliedSq = at::dot(applied, applied).item<double>();
-  const auto diff = scratch.defined() ? at::sub_out(scratch, input, applied)
-                                      : input - applied;  // sub_out may overwrite input (then no longer needed)
-  s.errorSq = at::dot(diff, diff).item<double>();
-  return s;
+MeasuredCompression measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
+                                       const std::vector<compress::TensorSlot>& layout,
+                                       const std::vector<double>& weights, torch::Tensor scratch) {
+  GZ_ASSERT(weights.empty() || weights.size() == layout.size(), "{} weights for {} slots", weights.size(),
+            layout.size());
+  MeasuredCompression m;
+  // Σ over the slots (over the whole bucket without weights) of dot(u, v),
+  // into plain and, times the slot's weight, weighted.
+  auto add = [&](const torch::Tensor& u, const torch::Tensor& v, double CompressionStats::*field) {
+    if (weights.empty()) {
+      m.plain.*field = at::dot(u, v).item<double>();
+      return;
+    }
+    for (size_t j = 0; j < layout.size(); ++j) {
+      const double d = at::dot(u.narrow(0, layout[j].offset, layout[j].numel),
+                               v.narrow(0, layout[j].offset, layout[j].numel)).item<double>();
+      m.plain.*field += d;
+      m.weighted.*field += weights[j] * d;
+    }
+  };
+  add(input, input, &CompressionStats::inputSq);
+  add(applied, applied, &CompressionStats::appliedSq);
+  const auto diff = scratch.defined() ? at::sub_out(scratch, input, applied)  // may overwrite input (then unused)
+                                      : input - applied;
+  add(diff, diff, &CompressionStats::errorSq);
+  if (weights.empty()) m.weighted = m.plain;
+  return m;
 }
 
-void GradSync::setStatScale(const std::function<torch::Tensor(const torch::Tensor& param)>& scaleOf) {
+void GradSync::setStatScale(const std::function<std::optional<double>(const torch::Tensor& param)>& scaleOf) {
   GZ_ASSERT(!inStep_, "the measuring geometry changes between steps only");
   for (auto& b : buckets_) {
-    torch::Tensor flat;
-    for (int i : b.params) {
-      const auto s = scaleOf(params_[i].second);
-      if (!s.defined()) continue;
-      GZ_CHECK(s.numel() == params_[i].second.numel(), "the scale of {} has {} elements, the parameter {}",
-               params_[i].first, s.numel(), params_[i].second.numel());
-      if (!flat.defined()) flat = torch::ones({b.numel}, torch::kFloat);
-      flat.narrow(0, offsetOf_[i], s.numel()).copy_(s.reshape(-1));
-    }
-    b.scale = flat;
+    b.weights.assign(b.params.size(), 1.0);
+    bool any = false;
+    for (size_t j = 0; j < b.params.size(); ++j)
+      if (const auto s = scaleOf(params_[b.params[j]].second)) {
+        b.weights[j] = *s * *s;
+        any = true;
+      }
+    if (!any) b.weights.clear();
   }
 }
 

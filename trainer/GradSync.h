@@ -21,6 +21,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,16 +69,21 @@ struct CompressionStats {
   }
 };
 
-// What compression did: the CompressionStats of `input` (x_e) against what
-// entered the aggregate (`applied`, x_c), both flat float32, measured in the
-// geometry `scale`: ||s⊙x_e||², ||s⊙x_c||², ||s⊙(x_e − x_c)||² with s the
-// optimizer's per-coordinate update factor (trainer/OptimizerGeometry.h), so
-// the ratios are those of the update; undefined `scale`: the gradient's own
-// geometry (s = 1). `scratch`, when defined, is a float32 buffer of input's
-// size the unscaled form writes x_e − x_c to instead of allocating; `input`
-// may alias it.
-CompressionStats measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
-                                    const torch::Tensor& scale, torch::Tensor scratch = {});
+// What compression did, in both geometries: `plain`, the CompressionStats of
+// `input` (x_e) against what entered the aggregate (`applied`, x_c), flat
+// float32 buckets laid out as `layout`; `weighted`, the same with slot j's
+// terms times weights[j] = s_j², s_j the optimizer's update factor of that
+// tensor (trainer/OptimizerGeometry.h), so its ratios are the update's. Empty
+// `weights`: weighted = plain. One pass of dot products per slot (per bucket
+// without weights). `scratch`, when defined, is a float32 buffer of input's
+// size that x_e − x_c is written to instead of a new tensor; `input` may alias
+// it.
+struct MeasuredCompression {
+  CompressionStats plain, weighted;
+};
+MeasuredCompression measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
+                                       const std::vector<compress::TensorSlot>& layout,
+                                       const std::vector<double>& weights, torch::Tensor scratch = {});
 
 class GradSync {
  public:
@@ -124,13 +130,13 @@ class GradSync {
   void setMeasureCompression(bool on) { measure_ = on; }
   const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).stats; }
   const CompressionStats& lastWeightedStats(int bucket) const { return buckets_.at(bucket).weighted; }
-  // The geometry measureCompression uses for every bucket from the next step
-  // on: scaleOf(param) is a parameter's per-coordinate factor (flattened) or
-  // undefined for all ones. A bucket none of whose parameters has one
-  // measures in the gradient's geometry. Between steps only.
-  void setStatScale(const std::function<torch::Tensor(const torch::Tensor& param)>& scaleOf);
-  // Bucket k's factor from setStatScale (flat, its layout), or undefined.
-  const torch::Tensor& statScale(int bucket) const { return buckets_.at(bucket).scale; }
+  // The weighted geometry from the next step on: scaleOf(param) is a
+  // tensor's update factor s, or none for 1. A bucket none of whose tensors
+  // has one measures in the gradient's geometry. Between steps only.
+  void setStatScale(const std::function<std::optional<double>(const torch::Tensor& param)>& scaleOf);
+  // Bucket k's s² per slot of its layout (measureCompression's weights), or
+  // empty.
+  const std::vector<double>& statWeights(int bucket) const { return buckets_.at(bucket).weights; }
   // With measuring on: this rank's own gradient of bucket k in the last step,
   // before compression and error feedback (undefined before the first step).
   const torch::Tensor& lastInput(int bucket) const { return buckets_.at(bucket).input; }
@@ -163,10 +169,10 @@ class GradSync {
     std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
     std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
     SyncBreakdown last;
-    CompressionStats stats, weighted;  // measuring: unweighted, and in the geometry `scale`
+    CompressionStats stats, weighted;  // measuring: unweighted, and with `weights`
     torch::Tensor input;    // measuring: the local gradient before aggregation
     torch::Tensor scratch;  // measuring: gradient + residual, then the compression error
-    torch::Tensor scale;    // measuring: the geometry (setStatScale), undefined = ones
+    std::vector<double> weights;  // measuring: s² per slot (setStatScale), empty = ones
   };
 
   void onGrad(int param, const torch::Tensor& grad);

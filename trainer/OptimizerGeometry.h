@@ -21,13 +21,14 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 namespace gradzip::trainer {
 
 // 1/(√mean(v̂) + ε) over `param`'s coordinates under an Adam or AdamW
 // optimizer (v̂ from max_exp_avg_sq under amsgrad, bias-corrected as their
-// step() does), as a flat tensor of param.numel() equal values; undefined when
-// the factor is the same for every tensor (SGD) or the optimizer holds no
-// state for `param` yet (before its first step).
-torch::Tensor updateScale(const torch::optim::Optimizer& opt, const torch::Tensor& param);
+// step() does); none when the factor is the same for every tensor (SGD) or the
+// optimizer holds no state for `param` yet (before its first step).
+std::optional<double> updateScale(const torch::optim::Optimizer& opt, const torch::Tensor& param);
 
 }  // namespace gradzip::trainer
