@@ -271,8 +271,6 @@ void Controller::refreshGeometry() {
   if (comm_.rank() != 0 || opts_.geometry != "optimizer" || !geometry_) return;
   sync_.setStatScale(geometry_);
   geometryRefreshed_ = true;
-  scaled_ = false;
-  for (int k : large_) scaled_ = scaled_ || !sync_.statWeights(k).empty();
 }
 
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {

@@ -154,7 +154,6 @@ class Controller {
 
   ControllerOptions opts_;
   Geometry geometry_;
-  bool scaled_ = false;  // the last refreshGeometry found a non-uniform geometry
   bool geometryRefreshed_ = false;
   comm::Communicator& comm_;
   GradSync& sync_;

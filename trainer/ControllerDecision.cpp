@@ -99,7 +99,8 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop)
 void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
   const int n = comm_.size();
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
-  rec["geometry"] = scaled_ ? "optimizer" : "gradient";
+  const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
+  rec["geometry"] = weighted ? "optimizer" : "gradient";  // rank 0's, the one that screens and decides
   // 1. α, β when the network moved: the robust fit of the collectives observed
   // since the drift began where they identify both (several bucket sizes or
   // collectives); otherwise (one plan, one bucket: all observations share
