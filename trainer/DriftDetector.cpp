@@ -22,7 +22,8 @@ void DriftDetector::reset(double reference) {
   seen_ = 0;
 }
 
-double DriftDetector::change() const { return reference_ > 0 ? std::abs(smoothed_ - reference_) / reference_ : 0; }
+double DriftDetector::signedChange() const { return reference_ > 0 ? (smoothed_ - reference_) / reference_ : 0; }
+double DriftDetector::change() const { return std::abs(signedChange()); }
 
 bool DriftDetector::update(double value) {
   if (reference_ <= 0 || !std::isfinite(value) || value <= 0) return false;

@@ -25,8 +25,10 @@ class DriftDetector {
 
   double smoothed() const { return smoothed_; }
   double reference() const { return reference_; }
-  // Relative change of the smoothed value from the reference.
+  // Relative change of the smoothed value from the reference: its size, and
+  // with its sign (negative: the value fell).
   double change() const;
+  double signedChange() const;
 
  private:
   double threshold_, smoothing_;

@@ -66,4 +66,11 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
   return kneePoint({current, pessimistic}, timeWeight, scale) == 1;  // a tie goes to index 0, the running plan
 }
 
+std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange) {
+  if (!std::isfinite(own) || gainChange == 0 || !std::isfinite(gainChange)) return points;
+  for (auto& p : points)
+    if (gainChange < 0 ? !(p.stat < own) : !(p.stat > own)) p = {INFINITY, INFINITY};
+  return points;
+}
+
 }  // namespace gradzip::trainer

@@ -16,6 +16,7 @@
 
 using gradzip::trainer::couldReplace;
 using gradzip::trainer::DriftDetector;
+using gradzip::trainer::followGain;
 using gradzip::trainer::KneeScale;
 using gradzip::trainer::kneePoint;
 using gradzip::trainer::Objectives;
@@ -98,6 +99,33 @@ TEST(Pareto, CouldReplaceTheRunningPlan) {
 
 // The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
 // decisions: THC 4-bit (vNMSE 0.024), TopKC 2-bit (0.6), TopK 1.1% (0.775).
+TEST(Pareto, GainTriggeredDecisionsFollowTheGain) {
+  // The screening of fmnist_resnet20_n2_20M's step-220 decision, rounded
+  // (runs/*/decisions.jsonl): fp16, TopKC b=2, TopK 3.3%, the running TopK
+  // 1.1%, TopK 0.4% and 0.1%, as (predicted step s, vNMSE).
+  const std::vector<Objectives> pts{{0.304, 0.0}, {0.114, 0.608}, {0.110, 0.584},
+                                    {0.095, 0.672}, {0.089, 0.725}, {0.087, 0.806}};
+  const double own = pts[3].stat;
+  auto finite = [](const std::vector<Objectives>& v) {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (std::isfinite(v[i].time)) out.push_back(i);
+    return out;
+  };
+  // The gain fell 12%: only what compresses less than TopK 1.1% remains, and
+  // the knee is one of them.
+  const auto fell = followGain(pts, own, -0.12);
+  EXPECT_EQ(finite(fell), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_LT(fell[kneePoint(fell, 0.85, KneeScale::Relative)].stat, own);
+  // It rose: only the sparser ones.
+  EXPECT_EQ(finite(followGain(pts, own, 0.12)), (std::vector<size_t>{4, 5}));
+  // The running plan unscreened, or no change: every point stays.
+  EXPECT_EQ(finite(followGain(pts, NAN, -0.12)).size(), pts.size());
+  EXPECT_EQ(finite(followGain(pts, own, 0.0)).size(), pts.size());
+  // Nothing compresses less than fp32: nothing is left to explore.
+  EXPECT_TRUE(paretoFront(followGain(pts, 0.0, -0.5)).empty());
+}
+
 TEST(StatisticalCost, VnmseGainAndErrorFeedbackContraction) {
   using gradzip::trainer::statisticalCost;
   EXPECT_DOUBLE_EQ(statisticalCost("vnmse", 0.6, 0.5), 0.6);
@@ -194,6 +222,11 @@ TEST(DriftDetector, JumpTriggersNoiseDoesNot) {
   EXPECT_FALSE(d.update(1.0));
   EXPECT_TRUE(d.update(1.3));  // smoothed 1.15: +15%
   EXPECT_NEAR(d.change(), 0.15, 1e-12);
+  EXPECT_NEAR(d.signedChange(), 0.15, 1e-12);
+  d.reset(1.0);
+  EXPECT_TRUE(d.update(0.7));  // a fall: the same size, the sign tells
+  EXPECT_NEAR(d.change(), 0.15, 1e-12);
+  EXPECT_NEAR(d.signedChange(), -0.15, 1e-12);
 
   // ±15% alternating noise around the reference with smoothing λ = 0.1: the
   // moving average oscillates by at most 0.15·λ/(2 − λ) ≈ 0.8%.

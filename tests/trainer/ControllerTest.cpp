@@ -295,6 +295,49 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   EXPECT_GE(decisions, 1);
 }
 
+TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
+  // Pinned to TopK 1.1% (measured and decided, never switched, so the run
+  // does not depend on which plan loopback's timings favour), whose
+  // error-feedback residual moves its gain: with gain_drift 0.1% a gain
+  // decision comes once the gain has settled (50 steps on the plan); network
+  // decisions, which loopback's timing noise would call, are off. It may
+  // explore only TopK ratios on the side its gain moved to (Pareto.h
+  // followGain), judged by the screened vNMSE on the same gradient: not 1.1%
+  // through another collective, and after a fall not 0.4% or 0.1%.
+  auto cfg = config(dir.path(),
+                    "{name: auto, pin: {name: topk, collective: allgather, topk: {ratio: 0.011}},"
+                    " families: [topk], warmup_steps: 5, min_interval: 10, check_every: 5,"
+                    " gain_drift: 0.001, network_drift: 10, sound_every: 0, explore: 2, explore_steps: 2,"
+                    " probe: {budget_seconds: 0.5}}",
+                    100);
+  train(cfg);
+  int gainDecisions = 0;
+  std::string decisions;  // step, trigger and choice of each, for the failure message
+  for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
+    if (r["event"] == "decision")
+      decisions += r["step"].dump() + " " + r["trigger"].dump() + " " + r["chosen"].dump() + "; ";
+    if (r["event"] != "decision" || r["trigger"] != "gain") continue;
+    ++gainDecisions;
+    ASSERT_TRUE(r.contains("direction")) << r.dump();
+    const double change = r["direction"]["gain_change"].get<double>();
+    const double own = r["direction"]["screened_cost"].get<double>();
+    EXPECT_NE(change, 0.0);
+    EXPECT_EQ(r["direction"]["towards"], change < 0 ? "less compression" : "more compression");
+    std::map<std::string, double> screened;
+    for (const auto& c : r["candidates"])
+      if (c["ok"].get<bool>()) screened[c["plan"].get<std::string>()] = c["vnmse"].get<double>();
+    EXPECT_DOUBLE_EQ(screened.at(r["current"]["plan"].get<std::string>()), own);
+    for (const auto& e : r["explored"]) {
+      const double v = screened.at(e["plan"].get<std::string>());
+      if (change < 0)
+        EXPECT_LT(v, own) << e.dump();
+      else
+        EXPECT_GT(v, own) << e.dump();
+    }
+  }
+  EXPECT_GE(gainDecisions, 1) << decisions;
+}
+
 TEST_F(ControllerTrainTest, MeasuresAdamsStatisticsInItsUpdateGeometry) {
   // The same AdamW run twice up to its first decision (deterministic, so the
   // screened gradient is the same), once measuring in the update's geometry
