@@ -4,7 +4,9 @@
 //
 // A decision, taken when a trigger fires (the first after warmup_steps; then a
 // network or step-time change, at most every network_interval steps, or a
-// >= 10% drift of the smoothed gain, at most every min_interval steps):
+// >= 10% drift of the smoothed gain, at most every min_interval steps, which
+// then considers only plans compressing less (the gain fell) or more (it rose)
+// than the running one: Pareto.h followGain):
 //  1. Screening (rank 0): for every candidate (trainer/Candidates.h), the
 //     single-worker codec runs on each large bucket's last gradient, giving the
 //     measured encode+decode seconds, the vNMSE and the gain

@@ -50,7 +50,14 @@ struct ControllerOptions {
   // "optimizer", the update's geometry (Adam/AdamW: each tensor weighted by
   // 1/(√mean(v̂) + ε); SGD: the gradient's, unchanged), or "gradient" (unweighted).
   std::string geometry = "optimizer";
-  int64_t warmupSteps = 20;       // steps on `initial` before the first decision
+  // Steps on `initial` before the first decision: enough for the base step
+  // time and a gradient to screen. 10, not 20: on a slow link every step
+  // before the decision runs at fp16's cost (0.9 s at 10 Mbit/s against
+  // 0.1 s for TopK), and the decisions at step 10 were of the kind taken at
+  // step 20 on every suite measured: sparsifiers at 10-50 Mbit/s, THC
+  // all-reduce at 200 Mbit/s and on BERT-mini, fp16 unshaped
+  // (experiments/results/controller_ablation.md, last section).
+  int64_t warmupSteps = 10;
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
   int64_t exploreSteps = 6;

@@ -68,8 +68,9 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
 
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange) {
   if (!std::isfinite(own) || gainChange == 0 || !std::isfinite(gainChange)) return points;
+  const double margin = kFollowGainMargin * std::abs(own);
   for (auto& p : points)
-    if (gainChange < 0 ? !(p.stat < own) : !(p.stat > own)) p = {INFINITY, INFINITY};
+    if (gainChange < 0 ? !(p.stat < own - margin) : !(p.stat > own + margin)) p = {INFINITY, INFINITY};
   return points;
 }
 

@@ -55,10 +55,14 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
 // candidates, `own` the running plan's screened statistical cost (on the same
 // gradient), `gainChange` the relative change of its smoothed gain that
 // triggered. A fall (< 0: the plan now drops more of the gradient than when
-// it was chosen) admits only points that compress less (stat < own); a rise
-// only points that compress more (stat > own). The others become infinite,
-// so no front or knee sees them. Unchanged when `own` is not finite or the
-// change is 0.
+// it was chosen) admits only points that compress less (stat below own by
+// more than kFollowGainMargin of it); a rise only points that compress more
+// (above by as much). The others become infinite, so no front or knee sees
+// them. The margin keeps out the running compressor through another
+// collective and its near twins (AR-TopK and TopK at one ratio screen
+// 1e-4 apart): a change of collective is a network decision's business.
+// Unchanged when `own` is not finite or the change is 0.
+inline constexpr double kFollowGainMargin = 0.01;
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange);
 
 }  // namespace gradzip::trainer

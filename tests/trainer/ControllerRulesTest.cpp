@@ -119,6 +119,11 @@ TEST(Pareto, GainTriggeredDecisionsFollowTheGain) {
   EXPECT_LT(fell[kneePoint(fell, 0.85, KneeScale::Relative)].stat, own);
   // It rose: only the sparser ones.
   EXPECT_EQ(finite(followGain(pts, own, 0.12)), (std::vector<size_t>{4, 5}));
+  // Its twin through another collective, or AR-TopK at its ratio (screened
+  // 1e-4 apart), is not "less compression".
+  auto twins = pts;
+  twins.push_back({0.097, own - 1e-4});
+  EXPECT_EQ(finite(followGain(twins, own, -0.12)), (std::vector<size_t>{0, 1, 2}));
   // The running plan unscreened, or no change: every point stays.
   EXPECT_EQ(finite(followGain(pts, NAN, -0.12)).size(), pts.size());
   EXPECT_EQ(finite(followGain(pts, own, 0.0)).size(), pts.size());
