@@ -50,8 +50,8 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5,
 bool couldReplace(const Objectives& current, const Objectives& candidate, double margin, double timeWeight,
                   KneeScale scale);
 
-// The rule of a gain-triggered decision: it follows the gain, as GraVAC (the
-// paper's [2]) moves its compression factor. `points` are the screened
+// The rule of a gain-triggered decision: it follows the gain (GraVAC, the
+// paper's [2], also sets its compression from the gain). `points` are the screened
 // candidates, `own` the running plan's screened statistical cost (on the same
 // gradient), `gainChange` the relative change of its smoothed gain that
 // triggered. A fall (< 0: the plan now drops more of the gradient than when
