@@ -63,11 +63,15 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   if (progressDir) {
     const std::string file = progressDir->path() + "/progress";
     o.env.push_back(std::string(kProgressFileEnv) + "=" + file);
-    emu.followSchedule(net.schedule, [file, seen]() -> std::optional<double> {
-      auto epoch = readProgressFile(file);
-      if (epoch) seen->store(true);
-      return epoch;
-    });
+    // Polled as often as rank 0 writes it (ProgressFileWriter's 50 ms).
+    emu.followSchedule(
+        net.schedule,
+        [file, seen]() -> std::optional<double> {
+          auto epoch = readProgressFile(file);
+          if (epoch) seen->store(true);
+          return epoch;
+        },
+        std::chrono::milliseconds(50));
   }
   spdlog::info("launch: emulated network {} ({} ranks on bridge {}x, rate schedule {} Mbit/s{}; no latency shaping)",
                emu.prefix(), o.nprocs, net.subnet, rates,

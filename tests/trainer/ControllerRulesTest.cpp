@@ -97,8 +97,6 @@ TEST(Pareto, CouldReplaceTheRunningPlan) {
   EXPECT_THROW(couldReplace(fp16Slow, {0.1, 0.1}, -0.1, 0.85, rel), gradzip::UserError);
 }
 
-// The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
-// decisions: THC 4-bit (vNMSE 0.024), TopKC 2-bit (0.6), TopK 1.1% (0.775).
 TEST(Pareto, GainTriggeredDecisionsFollowTheGain) {
   // The screening of fmnist_resnet20_n2_20M's step-220 decision, rounded
   // (runs/*/decisions.jsonl): fp16, TopKC b=2, TopK 3.3%, the running TopK
@@ -131,6 +129,8 @@ TEST(Pareto, GainTriggeredDecisionsFollowTheGain) {
   EXPECT_TRUE(paretoFront(followGain(pts, 0.0, -0.5)).empty());
 }
 
+// The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
+// decisions: THC 4-bit (vNMSE 0.024), TopKC 2-bit (0.6), TopK 1.1% (0.775).
 TEST(StatisticalCost, VnmseGainAndErrorFeedbackContraction) {
   using gradzip::trainer::statisticalCost;
   EXPECT_DOUBLE_EQ(statisticalCost("vnmse", 0.6, 0.5), 0.6);

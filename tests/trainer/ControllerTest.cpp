@@ -503,7 +503,11 @@ TEST_F(ControllerNetTest, SoundsTheLinkAndMovesBackToADensePlanWhenItRecovers) {
   // sounding interval, 20 steps, plus confirmation at the next check and the
   // decision at the check after, 10; the rest is the lag until the change
   // reaches the link and soundings disturbed by the loaded host: 20-40 steps
-  // of ~3 ms in our runs.)
+  // of ~3 ms in our runs. The launcher reads the epoch rank 0 writes every
+  // 50 ms and polls as often, so the change lands up to ~0.1 s, ~35 steps,
+  // after the step it logs. With 250 ms for both, one CI run under load saw
+  // the first sounding to find the fast link 77 steps after the logged step,
+  // and the decision 87 steps after it.)
   auto o = launchEmulated("0e:10,0.08e:unshaped", "max_steps: 300, eval_every: 50, eval_batches: 1",
                           "families: [fp16, topk], ratios: [0.01, 0.001], time_weight: 0.3, warmup_steps: 10,"
                           " check_every: 5, min_interval: 1000, network_interval: 10, explore: 2, explore_steps: 3,"
