@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -196,6 +197,14 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
                     "--config", cfgPath, "--hook", r.arm->ddpHook, "--powersgd-rank",
                     std::to_string(r.arm->powersgdRank), "--out", r.dir};
     const int rc = trainer::launchOn(lo, r.config.network);
+    if (const int sig = trainer::lastLaunchInterruption(); sig != 0) {
+      // The user's Ctrl-C or kill reached the launcher, which stopped this
+      // arm's ranks; the suite stops with it rather than start the next arm.
+      std::ofstream(r.dir + "/failed") << "interrupted by " << strsignal(sig) << "\n";
+      throw UserError(fmt::format("compare: interrupted by {} during arm {} ({}); the arms that finished are kept, "
+                                  "and the same command continues with the others",
+                                  strsignal(sig), r.name, r.dir));
+    }
     if (rc != 0) {
       const std::string why = fmt::format("exit status {}", rc);
       std::ofstream(r.dir + "/failed") << why << "\n";

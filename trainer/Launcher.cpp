@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -53,7 +54,14 @@ int exitCodeOf(int status) {
 
 }  // namespace
 
+namespace {
+std::atomic<int> gInterruption{0};  // lastLaunchInterruption()
+}  // namespace
+
+int lastLaunchInterruption() { return gInterruption.load(); }
+
 int launch(const LaunchOptions& o) {
+  gInterruption.store(0);
   GZ_CHECK(o.nprocs >= 1, "launch: -n must be at least 1, got {}", o.nprocs);
   GZ_CHECK(!o.command.empty(), "launch: no command given");
   const int port = o.masterPort > 0 ? o.masterPort : pickFreePort();
@@ -117,6 +125,7 @@ int launch(const LaunchOptions& o) {
     int sig = sigtimedwait(&set, &info, &ts);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       spdlog::warn("launch: received {}; stopping all ranks", strsignal(sig));
+      gInterruption.store(sig);
       if (result == 0) result = 128 + sig;
       stopAll(sig == SIGINT ? SIGINT : SIGTERM);
     }

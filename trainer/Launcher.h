@@ -28,6 +28,12 @@ struct LaunchOptions {
 // rank's exit code (or 128 + signal) otherwise, 128 + signal when interrupted.
 int launch(const LaunchOptions& opts);
 
+// The signal (SIGINT, SIGTERM or SIGHUP) the last launch() in this process
+// received and stopped its ranks for, or 0 when none did. A caller that runs
+// several launches (gradzip compare) must stop there: launch() takes those
+// signals itself, so the caller would otherwise go on to its next launch.
+int lastLaunchInterruption();
+
 // A free TCP port on 127.0.0.1 (bind to port 0, read it back, close).
 int pickFreePort();
 

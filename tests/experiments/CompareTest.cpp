@@ -174,6 +174,29 @@ TEST_F(CompareTest, AFailedRunIsReportedAndTheOtherArmsStillRun) {
   EXPECT_NE(o.text.find("arm ddp_fp16 failed (exit status 1)"), std::string::npos) << o.text;
 }
 
+TEST_F(CompareTest, InterruptingCompareStopsTheSuite) {
+  // SIGTERM to `gradzip compare` while its first run (the fp16 baseline)
+  // trains: the launcher takes the signal and stops that run's ranks, and
+  // compare must then stop too, naming the signal and the arm, instead of
+  // starting the next run. The runs are long (20000 steps); the shell waits
+  // for the first one's first TTA row, so the signal lands mid-run.
+  std::string s = suite("  - {name: fp16_again, compress: {name: fp16}}\n");
+  {
+    std::string text = readFile(s);
+    text.replace(text.find("max_steps: 6"), 12, "max_steps: 20000");
+    std::ofstream(s) << text;
+  }
+  const std::string rows = dir.path() + "/s/fp16/tta.jsonl";
+  auto o = sh("{ " + binary() + " compare " + s + " & pid=$!; for i in $(seq 600); do [ -s " + rows +
+              " ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo \"compare exited $?\"; }");
+  EXPECT_NE(o.text.find("compare exited 2"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("compare: interrupted by Terminated during arm fp16"), std::string::npos) << o.text;
+  EXPECT_EQ(readFile(dir.path() + "/s/fp16/failed"), "interrupted by Terminated\n");
+  EXPECT_FALSE(fs::exists(dir.path() + "/s/fp16/done"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/s/fp32")) << o.text;  // the next run never started
+  EXPECT_FALSE(fs::exists(dir.path() + "/s/fp16_again")) << o.text;
+}
+
 // Suite s trains fp16; suite s2, the same setup under another name, copies it
 // (byte-identical TTA log, provenance in reused_from and in the summary)
 // and trains fp32, which s never ran; s3 with one step fewer and s4 with
