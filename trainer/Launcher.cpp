@@ -52,10 +52,8 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-}  // namespace
-
-namespace {
 std::atomic<int> gInterruption{0};  // lastLaunchInterruption()
+
 }  // namespace
 
 int lastLaunchInterruption() { return gInterruption.load(); }
