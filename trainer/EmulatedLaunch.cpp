@@ -63,7 +63,7 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   if (progressDir) {
     const std::string file = progressDir->path() + "/progress";
     o.env.push_back(std::string(kProgressFileEnv) + "=" + file);
-    // Polled as often as rank 0 writes it (ProgressFileWriter's 50 ms).
+    // Polled as often as rank 0 writes it.
     emu.followSchedule(
         net.schedule,
         [file, seen]() -> std::optional<double> {
@@ -71,7 +71,7 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
           if (epoch) seen->store(true);
           return epoch;
         },
-        std::chrono::milliseconds(50));
+        kProgressInterval);
   }
   spdlog::info("launch: emulated network {} ({} ranks on bridge {}x, rate schedule {} Mbit/s{}; no latency shaping)",
                emu.prefix(), o.nprocs, net.subnet, rates,

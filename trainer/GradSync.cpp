@@ -45,6 +45,7 @@ GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, co
   for (auto& b : buckets_) {
     b.flat = torch::zeros({b.numel}, torch::kFloat);
     b.plan = plan;
+    b.key = plan.key();
   }
   for (int i = 0; i < n; ++i) {
     auto& p = params_[i].second;
@@ -180,7 +181,7 @@ void GradSync::commLoop() {
 double GradSync::residualNorm() const {
   double sq = 0;
   for (const auto& b : buckets_) {
-    auto it = b.compressors.find(b.plan.key());
+    auto it = b.compressors.find(b.key);
     if (it == b.compressors.end()) continue;
     if (const auto* ef = dynamic_cast<const compress::ErrorFeedback*>(it->second.get())) {
       const double n = ef->residualNorm();
@@ -191,7 +192,7 @@ double GradSync::residualNorm() const {
 }
 
 compress::Compressor& GradSync::compressorFor(Bucket& b) {
-  const std::string key = b.plan.key();
+  const std::string& key = b.key;
   auto it = b.compressors.find(key);
   if (it != b.compressors.end()) return *it->second;
   YamlReader r(b.plan.options, "<plan " + key + ">", "compress." + b.plan.compressor);
@@ -228,9 +229,8 @@ void GradSync::syncBucket(Bucket& b) {
                                                  : fmt::format("rank {}: {}", comm_.rank(), fmt::join(bad, ", ")));
     }
   }
-  const std::string key = b.plan.key();
-  if (!b.lastKey.empty() && b.lastKey != key) handOverResidual(b, c);
-  b.lastKey = key;
+  if (!b.lastKey.empty() && b.lastKey != b.key) handOverResidual(b, c);
+  b.lastKey = b.key;
   compress::PhaseTimes times;
   compress::Context ctx{comm_, coll, cname, b.layout, opts_.seed, index, step_, &times};
   // The error-fed input, before aggregate() moves the residual on.
@@ -325,7 +325,9 @@ void GradSync::setPlan(const Plan& plan) {
 
 void GradSync::setPlan(int bucket, const Plan& plan) {
   GZ_ASSERT(!inStep_, "plans change between steps only");
-  buckets_.at(bucket).plan = plan;
+  auto& b = buckets_.at(bucket);
+  b.plan = plan;
+  b.key = plan.key();
 }
 
 std::vector<std::vector<std::string>> GradSync::compressorKeys() const {

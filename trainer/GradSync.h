@@ -165,6 +165,7 @@ class GradSync {
     bool ready = false;  // handed to the comm thread
     bool done = false;
     Plan plan;
+    std::string key;      // plan.key(), kept with the plan (a YAML emit: not once per step)
     std::string lastKey;  // the plan of the last synchronised step (checkpointed)
     std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
     std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name

@@ -24,6 +24,12 @@ void writeProgressFile(const std::string& path, double epoch);
 // not hold exactly one finite number >= 0 (with optional trailing whitespace).
 std::optional<double> readProgressFile(const std::string& path);
 
+// How often rank 0 writes the progress file and the launcher reads it
+// (trainer/EmulatedLaunch.cpp): a rate schedule step then lands within ~0.1 s
+// (+ tc's own time) of its epoch, 30-40 steps of a 3 ms MLP step; 250 ms let
+// it land up to 150 steps late. A write is one small file and a rename.
+inline constexpr std::chrono::milliseconds kProgressInterval{50};
+
 // Throttled writer for the training loop: update() writes when at least
 // `minInterval` has passed since the last write (the first call always
 // writes); flush() writes the last value regardless. A writer for an empty
@@ -31,12 +37,7 @@ std::optional<double> readProgressFile(const std::string& path);
 // setup. Not thread-safe; one writer per file (rank 0).
 class ProgressFileWriter {
  public:
-  // 50 ms: with the launcher's 50 ms poll (trainer/EmulatedLaunch.cpp) a rate
-  // schedule step lands within ~0.1 s (+ tc's own time) of its epoch, 30-40
-  // steps of a 3 ms MLP step; 250 ms let it land up to 150 steps late. A
-  // write is one small file and a rename.
-  explicit ProgressFileWriter(std::string path,
-                              std::chrono::milliseconds minInterval = std::chrono::milliseconds(50));
+  explicit ProgressFileWriter(std::string path, std::chrono::milliseconds minInterval = kProgressInterval);
   // The writer named by $GRADZIP_PROGRESS_FILE (empty = inactive).
   static ProgressFileWriter fromEnv();
   bool active() const { return !path_.empty(); }
