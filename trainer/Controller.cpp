@@ -280,6 +280,7 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // serves the steps until the next one. The first refresh follows the
   // optimizer's first step.
   if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
+  if (!decided_ && !opts_.pin && step == opts_.provisionalStep && step < opts_.warmupSteps) return provisional(step, m);
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {

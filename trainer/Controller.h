@@ -2,6 +2,11 @@
 // and the collective at run time, after the flexible-communication paper §3-E
 // (DIGEST.md §5), generalised from one TopK ratio to every compressor family.
 //
+// Until the first decision, the large buckets run `initial` (fp16), except
+// from provisional_step (default 2) on: there rank 0 screens every candidate
+// on that step's gradient, as in step 1 below but without exploration, and
+// every rank runs the knee of the predicted front until the first decision.
+//
 // A decision, taken when a trigger fires (the first after warmup_steps; then a
 // network or step-time change, at most every network_interval steps, or a
 // >= 10% drift of the smoothed gain, at most every min_interval steps, which
@@ -49,6 +54,7 @@
 #include "trainer/DriftDetector.h"
 #include "trainer/GradSync.h"
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/serialize/archive.h>
 
 #include <deque>
@@ -128,6 +134,14 @@ class Controller {
   void resetMeasurements();
   void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
   Screened screen(const Plan& plan);
+  // Rank 0: screen() of every candidate, with predicted step base + its
+  // encode/decode + its α-β communication; logs them (and the front) into
+  // rec. Returns each candidate's (predicted step, statistical cost).
+  std::vector<Objectives> screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec);
+  // Collective, at provisional_step: the knee of the predicted front (no
+  // exploration) replaces `initial` until the first decision. Returns the
+  // seconds it took.
+  double provisional(int64_t step, const StepMeasure& m);
   // Every rank: β from the running plan's latest collectives, the smallest
   // over ranks (observedBeta in ControllerDetail.h per rank, then MIN): the
   // last rank to reach a collective sees its wire time, the others also wait

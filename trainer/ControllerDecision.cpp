@@ -5,7 +5,8 @@
 // the α-β model), the candidates near the knee of the predicted front that
 // could replace the running plan explored from an in-memory checkpoint, and
 // the knee of the measured points broadcast to every rank
-// (flexible-communication paper §3-E; DIGEST.md §5).
+// (flexible-communication paper §3-E; DIGEST.md §5); and the provisional plan
+// of the warm-up, the knee of the predicted front alone.
 #include "trainer/Controller.h"
 
 #include "comm/NetworkProbe.h"
@@ -68,6 +69,64 @@ Controller::Screened Controller::screen(const Plan& plan) {
   }
   codecs_.erase(plan.key());  // screening advanced its state (residuals); start afresh next time
   return s;
+}
+
+std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec) {
+  std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
+  screened.assign(candidates_.size(), Screened{});
+  auto& cands = rec["candidates"] = nlohmann::json::array();
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    auto& s = screened[i];
+    s = screen(candidates_[i].plan);
+    if (s.ok) {
+      s.predicted = base + s.encodeDecode + s.comm;
+      pts[i] = {s.predicted, statCost(s.stats)};
+    }
+    auto j = statsJson(s.stats);
+    cands.push_back({{"plan", candidates_[i].plan.key()},
+                     {"ok", s.ok},
+                     {"bits", s.bits},
+                     {"encode_decode", s.encodeDecode},
+                     {"comm", s.comm},
+                     {"predicted_step", s.predicted},
+                     {"vnmse", j["vnmse"]},
+                     {"gain", j["gain"]}});
+  }
+  rec["base_step"] = base;
+  std::vector<int64_t> buckets;
+  for (int k : large_) buckets.push_back(sync_.bucketNumel(k));
+  rec["buckets"] = buckets;
+  rec["front"] = paretoFront(pts);
+  return pts;
+}
+
+double Controller::provisional(int64_t step, const StepMeasure& m) {
+  const auto t0 = Clock::now();
+  nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}};
+  int64_t chosen = -1;
+  if (comm_.rank() == 0) {
+    // The base as in decide(), from this one step: the first steps' compute
+    // still carries start-up costs, so it errs towards a longer base, which
+    // shrinks the relative time differences and favours the denser plans.
+    const double base = std::max(m.step - m.encode - m.communicate - m.decode, m.compute);
+    std::vector<Screened> screened;
+    const auto pts = screenAll(base, screened, rec);
+    if (!paretoFront(pts).empty()) {
+      chosen = int64_t(kneePoint(pts, opts_.timeWeight, opts_.kneeScale()));
+      rec["predicted_step"] = screened[size_t(chosen)].predicted;
+    }
+  }
+  chosen = broadcastInt(chosen);
+  if (chosen >= 0 && !(candidates_[size_t(chosen)].plan == active_)) {
+    activeIndex_ = chosen;
+    applyPlan(candidates_[size_t(chosen)].plan, step);
+  }
+  rec["chosen"] = active_.key();
+  rec["seconds"] = since(t0);
+  writeDecision(rec.dump());
+  spdlog::info("controller: step {} (provisional, until the first decision at step {}): {} from the predicted front",
+               step, opts_.warmupSteps, active_.key());
+  return since(t0);
 }
 
 Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop) {
@@ -202,31 +261,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       compute += m.compute;
     }
     base = std::max(base, compute) / double(std::max<size_t>(1, recent_.size()));
-    std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
-    auto& cands = rec["candidates"] = nlohmann::json::array();
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      auto& s = screened[i];
-      s = screen(candidates_[i].plan);
-      if (s.ok) {
-        s.predicted = base + s.encodeDecode + s.comm;
-        pts[i] = {s.predicted, statCost(s.stats)};
-      }
-      auto j = statsJson(s.stats);
-      cands.push_back({{"plan", candidates_[i].plan.key()},
-                       {"ok", s.ok},
-                       {"bits", s.bits},
-                       {"encode_decode", s.encodeDecode},
-                       {"comm", s.comm},
-                       {"predicted_step", s.predicted},
-                       {"vnmse", j["vnmse"]},
-                       {"gain", j["gain"]}});
-    }
-    rec["base_step"] = base;
-    std::vector<int64_t> buckets;
-    for (int k : large_) buckets.push_back(sync_.bucketNumel(k));
-    rec["buckets"] = buckets;
-    const auto front = paretoFront(pts);
-    rec["front"] = front;
+    const auto pts = screenAll(base, screened, rec);
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
     // a fall only plans that compress less than the running one are
     // explored, after a rise only plans that compress more. Without it the

@@ -39,6 +39,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain", "ef"});
   o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
+  o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
   o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
@@ -76,6 +77,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["stat"] = stat;
   n["geometry"] = geometry;
   n["warmup_steps"] = warmupSteps;
+  n["provisional_step"] = provisionalStep;
   n["explore_steps"] = exploreSteps;
   n["explore"] = explore;
   n["explore_margin"] = exploreMargin;

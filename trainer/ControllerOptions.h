@@ -11,6 +11,7 @@
 //     name: auto
 //     families: [fp16, topkc, thc]      # compressor families to consider
 //     time_weight: 0.85                 # knee preference (1: fastest, 0: most accurate)
+//     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
 #pragma once
@@ -58,6 +59,13 @@ struct ControllerOptions {
   // all-reduce at 200 Mbit/s and on BERT-mini, fp16 unshaped
   // (experiments/results/controller_ablation.md, last section).
   int64_t warmupSteps = 10;
+  // The step after which the warm-up leaves `initial` for the knee of the
+  // predicted front (screened on that step's gradient, not explored; 0: off).
+  // At 10 Mbit/s an fp16 step takes 0.9 s against 0.1 s for TopK; with it
+  // the step-50 evaluation came up to 8 s sooner there
+  // (experiments/results/controller_ablation.md, last section). 2, not 1:
+  // the first step's compute carries the start-up costs.
+  int64_t provisionalStep = 2;
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
   int64_t exploreSteps = 6;

@@ -295,6 +295,60 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   EXPECT_GE(decisions, 1);
 }
 
+TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalStep) {
+  // After step 2 rank 0 screens every candidate and all ranks run the knee of
+  // the predicted front (recomputed here from the logged predictions and
+  // vNMSEs) until the first decision at step 10, which measures that plan as
+  // the running one. With provisional_step 0 the warm-up stays on fp16.
+  const std::string opts =
+      "families: [fp16, topk, topkc], warmup_steps: 10, check_every: 10, min_interval: 100, explore: 1,"
+      " explore_steps: 2, probe: {budget_seconds: 0.5}";
+  auto cfg = config(dir.path() + "/on", "{name: auto, " + opts + "}", 12);
+  train(cfg);
+  const auto log = jsonLines(cfg.runDir() + "/decisions.jsonl");
+  std::vector<nlohmann::json> provisional, decisions;
+  for (const auto& r : log) {
+    if (r["event"] == "provisional") provisional.push_back(r);
+    if (r["event"] == "decision") decisions.push_back(r);
+  }
+  ASSERT_EQ(provisional.size(), 1u);
+  ASSERT_EQ(decisions.size(), 1u);
+  const auto& p = provisional[0];
+  EXPECT_EQ(p["step"], 2);
+  EXPECT_EQ(decisions[0]["step"], 10);
+  ASSERT_EQ(p["candidates"].size(), trainer::makeCandidates(*cfg.controller).size());
+  std::vector<trainer::Objectives> pts;
+  for (const auto& c : p["candidates"]) {
+    const bool ok = c["ok"].get<bool>() && c["vnmse"].is_number();
+    pts.push_back(ok ? trainer::Objectives{c["predicted_step"].get<double>(), c["vnmse"].get<double>()}
+                     : trainer::Objectives{INFINITY, INFINITY});
+  }
+  const size_t knee = trainer::kneePoint(pts, cfg.controller->timeWeight, cfg.controller->kneeScale());
+  const std::string chosen = p["candidates"][knee]["plan"];
+  std::cout << "provisional plan at step 2: " << chosen << " of " << pts.size() << "; the step-10 decision chose "
+            << decisions[0]["chosen"].get<std::string>() << "\n";
+  EXPECT_EQ(p["chosen"], chosen);
+  EXPECT_EQ(decisions[0]["current"]["plan"], chosen);  // the first decision measured it as the running plan
+  const auto r0 = jsonLines(cfg.runDir() + "/rank0/plans.jsonl"), r1 = jsonLines(cfg.runDir() + "/rank1/plans.jsonl");
+  EXPECT_EQ(r0, r1);
+  if (chosen != "fp16@engine") {
+    ASSERT_GE(r0.size(), 2u);
+    EXPECT_EQ(r0[1]["step"], 2);
+    EXPECT_EQ(r0[1]["plan"], chosen);
+  }
+
+  auto off = config(dir.path() + "/off", "{name: auto, provisional_step: 0, " + opts + "}", 12);
+  train(off);
+  int offDecisions = 0;
+  for (const auto& r : jsonLines(off.runDir() + "/decisions.jsonl")) {
+    EXPECT_NE(r["event"], "provisional");
+    if (r["event"] != "decision") continue;
+    ++offDecisions;
+    EXPECT_EQ(r["current"]["plan"], "fp16@engine");
+  }
+  EXPECT_EQ(offDecisions, 1);
+}
+
 TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
   // Pinned to TopK 1.1% (measured and decided, never switched, so the run
   // does not depend on which plan loopback's timings favour), whose
