@@ -270,10 +270,11 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // the gain fell (experiments/results/controller_ablation.md: 1.1% → 0.4%
     // → 0.1% at 20 Mbit/s). Network-triggered decisions may move either way.
     auto remaining = pts;
+    double ownCost = NAN;  // the running plan's screened statistical cost (gain decisions)
     if (reason == "gain") {
       const auto self = std::find_if(candidates_.begin(), candidates_.end(),
                                      [&](const Candidate& c) { return c.plan == active_; });
-      const double own = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
+      const double own = ownCost = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
       const double change = gainDrift_.signedChange();
       remaining = followGain(pts, own, change);
       rec["direction"] = {{"gain_change", change},
@@ -299,8 +300,13 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // the explored steps go to different compressors.
     auto& skipped = rec["not_explored"] = nlohmann::json::array();
     std::vector<std::string> compressors;
+    // `gain_explore: nearest`: a gain decision explores from the running
+    // plan's own screened cost outwards (Pareto.h nearestOnFront).
+    const bool nearest = reason == "gain" && opts_.gainExplore == "nearest" && std::isfinite(ownCost);
+    if (reason == "gain") rec["direction"]["explore_order"] = nearest ? "nearest" : "knee";
     while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
-      const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
+      const size_t i =
+          nearest ? nearestOnFront(remaining, ownCost) : kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
       Plan codecOnly = candidates_[i].plan;

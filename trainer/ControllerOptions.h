@@ -57,13 +57,15 @@ struct ControllerOptions {
   // 0.1 s for TopK), and the decisions at step 10 were of the kind taken at
   // step 20 on every suite measured: sparsifiers at 10-50 Mbit/s, THC
   // all-reduce at 200 Mbit/s and on BERT-mini, fp16 unshaped
-  // (experiments/results/controller_ablation.md, last section).
+  // (experiments/results/controller_ablation.md, "the first decision at
+  // step 10").
   int64_t warmupSteps = 10;
   // The step after which the warm-up leaves `initial` for the knee of the
-  // predicted front (screened on that step's gradient, not explored; 0: off).
+  // predicted front (screened on that step's gradient, not explored; 0 or
+  // >= warmup_steps: off; never in pinned mode).
   // At 10 Mbit/s an fp16 step takes 0.9 s against 0.1 s for TopK; with it
   // the step-50 evaluation came up to 8 s sooner there
-  // (experiments/results/controller_ablation.md, last section). 2, not 1:
+  // (experiments/results/controller_ablation.md, "A provisional plan"). 2, not 1:
   // the first step's compute carries the start-up costs.
   int64_t provisionalStep = 2;
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
@@ -75,6 +77,12 @@ struct ControllerOptions {
   // (Pareto.h couldReplace; the cost model is within ~5% on measured runs).
   // Not applied when the running plan must be re-measured (network decisions).
   double exploreMargin = 0.05;
+  // The order in which a gain-triggered decision explores the plans that
+  // follow the gain: "knee" (the knee of the predicted front first, as every
+  // other decision) or "nearest" (the front's plans nearest the running
+  // plan's statistical cost first: one step at a time, as GraVAC moves its
+  // compression factor). An ablation; see controller_ablation.md.
+  std::string gainExplore = "knee";
   int64_t checkEvery = 10;        // steps between trigger checks (one 8-byte broadcast each)
   int64_t minInterval = 200;      // steps between a decision and the next gain-triggered one
   // Steps between a decision and the next network- or step-time-triggered
