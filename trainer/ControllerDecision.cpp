@@ -274,14 +274,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     if (reason == "gain") {
       const auto self = std::find_if(candidates_.begin(), candidates_.end(),
                                      [&](const Candidate& c) { return c.plan == active_; });
-      const double own = ownCost = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
+      ownCost = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
       const double change = gainDrift_.signedChange();
-      remaining = followGain(pts, own, change);
+      remaining = followGain(pts, ownCost, change);
       rec["direction"] = {{"gain_change", change},
-                          {"screened_cost", own},
-                          {"towards", !std::isfinite(own) ? "either way (the running plan was not screened)"
-                                      : change < 0        ? "less compression"
-                                                          : "more compression"}};
+                          {"screened_cost", ownCost},
+                          {"towards", !std::isfinite(ownCost) ? "either way (the running plan was not screened)"
+                                      : change < 0            ? "less compression"
+                                                              : "more compression"}};
     }
     // The knee first, then the knee of what is left, and so on.
     // After a network change the running plan's own recent steps straddle
