@@ -196,8 +196,8 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
       lo.command = {trainer::pythonExecutable(), std::string(trainer::sourceDir()) + "/experiments/python/ddp_peer.py",
                     "--config", cfgPath, "--hook", r.arm->ddpHook, "--powersgd-rank",
                     std::to_string(r.arm->powersgdRank), "--out", r.dir};
-    const int rc = trainer::launchOn(lo, r.config.network);
-    if (const int sig = trainer::lastLaunchInterruption(); sig != 0) {
+    const auto [rc, sig] = trainer::launchOn(lo, r.config.network);
+    if (sig != 0) {
       // The user's Ctrl-C or kill reached the launcher, which stopped this
       // arm's ranks; the suite stops with it rather than start the next arm.
       std::ofstream(r.dir + "/failed") << "interrupted by " << strsignal(sig) << "\n";

@@ -21,9 +21,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 namespace gradzip::trainer {
 using namespace detail;  // trainer/ControllerDetail.h
+
+namespace {
+// The step time a plan's own encode, communicate and decode seconds add to
+// (the predictions' base): the measured steps minus the running plan's own
+// sync work, but at least their forward+backward time, averaged.
+double baseStep(std::span<const StepMeasure> steps) {
+  double base = 0, compute = 0;
+  for (const auto& m : steps) {
+    base += m.step - m.encode - m.communicate - m.decode;
+    compute += m.compute;
+  }
+  return std::max(base, compute) / double(std::max<size_t>(1, steps.size()));
+}
+}  // namespace
 
 bool Controller::adoptObservedBeta(double margin) {
   auto t = torch::full({1}, observedBeta(lastSamples_, net_.alpha), torch::kDouble);
@@ -105,12 +120,9 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
   nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}};
   int64_t chosen = -1;
   if (comm_.rank() == 0) {
-    // The base as in decide(), from this one step: the first steps' compute
-    // still carries start-up costs, so it errs towards a longer base, which
-    // shrinks the relative time differences and favours the denser plans.
-    const double base = std::max(m.step - m.encode - m.communicate - m.decode, m.compute);
+    // The base from this step alone: the steps before it carry start-up costs.
     std::vector<Screened> screened;
-    const auto pts = screenAll(base, screened, rec);
+    const auto pts = screenAll(baseStep({&m, 1}), screened, rec);
     if (!paretoFront(pts).empty()) {
       chosen = int64_t(kneePoint(pts, opts_.timeWeight, opts_.kneeScale()));
       rec["predicted_step"] = screened[size_t(chosen)].predicted;
@@ -252,16 +264,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
 
   // 2. Screening on rank 0; the explored candidates go to every rank.
   std::vector<int64_t> exploreList;
-  double base = 0;
-  std::vector<Screened> screened(candidates_.size());
+  std::vector<Screened> screened;
   if (comm_.rank() == 0) {
-    double compute = 0;
-    for (const auto& m : recent_) {
-      base += m.step - m.encode - m.communicate - m.decode;
-      compute += m.compute;
-    }
-    base = std::max(base, compute) / double(std::max<size_t>(1, recent_.size()));
-    const auto pts = screenAll(base, screened, rec);
+    const auto pts = screenAll(baseStep(recent_), screened, rec);
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
     // a fall only plans that compress less than the running one are
     // explored, after a rise only plans that compress more. Without it the
@@ -270,18 +275,17 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // the gain fell (experiments/results/controller_ablation.md: 1.1% → 0.4%
     // → 0.1% at 20 Mbit/s). Network-triggered decisions may move either way.
     auto remaining = pts;
-    double ownCost = NAN;  // the running plan's screened statistical cost (gain decisions)
     if (reason == "gain") {
       const auto self = std::find_if(candidates_.begin(), candidates_.end(),
                                      [&](const Candidate& c) { return c.plan == active_; });
-      ownCost = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
+      const double own = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
       const double change = gainDrift_.signedChange();
-      remaining = followGain(pts, ownCost, change);
+      remaining = followGain(pts, own, change);
       rec["direction"] = {{"gain_change", change},
-                          {"screened_cost", ownCost},
-                          {"towards", !std::isfinite(ownCost) ? "either way (the running plan was not screened)"
-                                      : change < 0            ? "less compression"
-                                                              : "more compression"}};
+                          {"screened_cost", own},
+                          {"towards", !std::isfinite(own) ? "either way (the running plan was not screened)"
+                                      : change < 0        ? "less compression"
+                                                          : "more compression"}};
     }
     // The knee first, then the knee of what is left, and so on.
     // After a network change the running plan's own recent steps straddle
@@ -300,13 +304,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // the explored steps go to different compressors.
     auto& skipped = rec["not_explored"] = nlohmann::json::array();
     std::vector<std::string> compressors;
-    // `gain_explore: nearest`: a gain decision explores from the running
-    // plan's own screened cost outwards (Pareto.h nearestOnFront).
-    const bool nearest = reason == "gain" && opts_.gainExplore == "nearest" && std::isfinite(ownCost);
-    if (reason == "gain") rec["direction"]["explore_order"] = nearest ? "nearest" : "knee";
     while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
-      const size_t i =
-          nearest ? nearestOnFront(remaining, ownCost) : kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
+      const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
       Plan codecOnly = candidates_[i].plan;

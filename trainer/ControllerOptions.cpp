@@ -43,7 +43,6 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
   o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
-  o.gainExplore = r.getEnum("gain_explore", o.gainExplore, {"knee", "nearest"});
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
   o.minInterval = r.getInt("min_interval", o.minInterval, 1);
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
@@ -82,7 +81,6 @@ YAML::Node ControllerOptions::toYaml() const {
   n["explore_steps"] = exploreSteps;
   n["explore"] = explore;
   n["explore_margin"] = exploreMargin;
-  n["gain_explore"] = gainExplore;
   n["check_every"] = checkEvery;
   n["min_interval"] = minInterval;
   n["network_interval"] = networkInterval;

@@ -77,12 +77,6 @@ struct ControllerOptions {
   // (Pareto.h couldReplace; the cost model is within ~5% on measured runs).
   // Not applied when the running plan must be re-measured (network decisions).
   double exploreMargin = 0.05;
-  // The order in which a gain-triggered decision explores the plans that
-  // follow the gain: "knee" (the knee of the predicted front first, as every
-  // other decision) or "nearest" (the front's plans nearest the running
-  // plan's statistical cost first: one step at a time, as GraVAC moves its
-  // compression factor). An ablation; see controller_ablation.md.
-  std::string gainExplore = "knee";
   int64_t checkEvery = 10;        // steps between trigger checks (one 8-byte broadcast each)
   int64_t minInterval = 200;      // steps between a decision and the next gain-triggered one
   // Steps between a decision and the next network- or step-time-triggered

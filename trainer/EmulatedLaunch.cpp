@@ -41,7 +41,7 @@ class TempDir {
 
 }  // namespace
 
-int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
+LaunchResult launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   comm::NetEmulator::requirePrivileges();
   if (const int stale = comm::NetEmulator::removeStale(); stale > 0)
     spdlog::info("launch: removed {} namespace(s) left by an earlier, killed emulated run", stale);
@@ -76,7 +76,7 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   spdlog::info("launch: emulated network {} ({} ranks on bridge {}x, rate schedule {} Mbit/s{}; no latency shaping)",
                emu.prefix(), o.nprocs, net.subnet, rates,
                progressDir ? ", following the epoch rank 0 writes to $" + std::string(kProgressFileEnv) : "");
-  const int rc = launch(o);
+  const LaunchResult rc = launch(o);
   emu.stopSchedule();
   if (progressDir && !seen->load())
     spdlog::warn("launch: the rate schedule is in epochs, but no rank wrote ${} (gradzip train does; other programs "
@@ -85,7 +85,7 @@ int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net) {
   return rc;
 }
 
-int launchOn(const LaunchOptions& o, const std::optional<comm::NetEmulatorOptions>& net) {
+LaunchResult launchOn(const LaunchOptions& o, const std::optional<comm::NetEmulatorOptions>& net) {
   return net ? launchEmulated(o, *net) : launch(o);
 }
 

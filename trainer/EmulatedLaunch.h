@@ -21,12 +21,13 @@ namespace gradzip::trainer {
 // schedule, e.g. "0:20" or "0e:50,2e:10") in its environment. For a schedule in
 // epochs the ranks also get GRADZIP_PROGRESS_FILE (trainer/ProgressFile.h), a
 // file in a private temporary directory that rank 0 of `gradzip train` keeps
-// at the current epoch; the launcher polls it every 200 ms and applies the
-// rate of that epoch, and removes the directory at the end. Throws UserError
-// without the privileges to create namespaces. Returns launch()'s status.
-int launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net);
+// at the current epoch; the launcher polls it every kProgressInterval (as
+// often as rank 0 writes it) and applies the rate of that epoch, and removes
+// the directory at the end. Throws UserError without the privileges to create
+// namespaces. Returns launch()'s result.
+LaunchResult launchEmulated(LaunchOptions o, comm::NetEmulatorOptions net);
 
 // launchEmulated when `net` is set, plain launch() otherwise.
-int launchOn(const LaunchOptions& o, const std::optional<comm::NetEmulatorOptions>& net);
+LaunchResult launchOn(const LaunchOptions& o, const std::optional<comm::NetEmulatorOptions>& net);
 
 }  // namespace gradzip::trainer

@@ -15,7 +15,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -52,14 +51,9 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-std::atomic<int> gInterruption{0};  // lastLaunchInterruption()
-
 }  // namespace
 
-int lastLaunchInterruption() { return gInterruption.load(); }
-
-int launch(const LaunchOptions& o) {
-  gInterruption.store(0);
+LaunchResult launch(const LaunchOptions& o) {
   GZ_CHECK(o.nprocs >= 1, "launch: -n must be at least 1, got {}", o.nprocs);
   GZ_CHECK(!o.command.empty(), "launch: no command given");
   const int port = o.masterPort > 0 ? o.masterPort : pickFreePort();
@@ -107,7 +101,7 @@ int launch(const LaunchOptions& o) {
                fmt::join(o.command, " "));
 
   int running = o.nprocs;
-  int result = 0;
+  int result = 0, interruptedBy = 0;
   bool stopping = false;
   auto deadline = std::chrono::steady_clock::time_point::max();
   auto stopAll = [&](int sig) {
@@ -123,7 +117,7 @@ int launch(const LaunchOptions& o) {
     int sig = sigtimedwait(&set, &info, &ts);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       spdlog::warn("launch: received {}; stopping all ranks", strsignal(sig));
-      gInterruption.store(sig);
+      interruptedBy = sig;
       if (result == 0) result = 128 + sig;
       stopAll(sig == SIGINT ? SIGINT : SIGTERM);
     }
@@ -154,7 +148,7 @@ int launch(const LaunchOptions& o) {
     }
   }
   sigprocmask(SIG_SETMASK, &old, nullptr);
-  return result;
+  return {result, interruptedBy};
 }
 
 }  // namespace gradzip::trainer

@@ -24,15 +24,21 @@ struct LaunchOptions {
   std::vector<std::vector<std::string>> rankPrefix;
 };
 
-// Runs the ranks to completion. Returns 0 when all succeed, the first failing
-// rank's exit code (or 128 + signal) otherwise, 128 + signal when interrupted.
-int launch(const LaunchOptions& opts);
+// What launch() ended with.
+struct LaunchResult {
+  // 0 when all ranks succeed, the first failing rank's exit code (or 128 +
+  // signal) otherwise, 128 + signal when interrupted.
+  int status = 0;
+  // The signal (SIGINT, SIGTERM or SIGHUP) the launcher received and stopped
+  // its ranks for, or 0. A rank killed by a signal has a status of 128 +
+  // signal too, so only this tells the two apart. A caller that runs several
+  // launches (gradzip compare) must stop there: launch() takes those signals
+  // itself, so the caller would otherwise go on to its next launch.
+  int interruptedBy = 0;
+};
 
-// The signal (SIGINT, SIGTERM or SIGHUP) the last launch() in this process
-// received and stopped its ranks for, or 0 when none did. A caller that runs
-// several launches (gradzip compare) must stop there: launch() takes those
-// signals itself, so the caller would otherwise go on to its next launch.
-int lastLaunchInterruption();
+// Runs the ranks to completion.
+LaunchResult launch(const LaunchOptions& opts);
 
 // A free TCP port on 127.0.0.1 (bind to port 0, read it back, close).
 int pickFreePort();

@@ -74,15 +74,4 @@ std::vector<Objectives> followGain(std::vector<Objectives> points, double own, d
   return points;
 }
 
-size_t nearestOnFront(const std::vector<Objectives>& points, double own) {
-  const auto front = paretoFront(points);
-  GZ_CHECK(!front.empty(), "knee: no candidate has finite predicted time and statistical cost");
-  size_t best = front.front();
-  for (size_t i : front) {
-    const double d = std::abs(points[i].stat - own), b = std::abs(points[best].stat - own);
-    if (d < b || (d == b && points[i].time < points[best].time)) best = i;
-  }
-  return best;
-}
-
 }  // namespace gradzip::trainer

@@ -65,11 +65,4 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
 inline constexpr double kFollowGainMargin = 0.01;
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange);
 
-// The Pareto-front point whose statistical cost is nearest `own` (a tie: the
-// faster one, then the lower index): with `gain_explore: nearest` a gain
-// decision explores the front one step at a time from the running plan's
-// cost, as GraVAC moves its compression factor by one step, rather than
-// from the knee. Throws UserError when no point has finite objectives.
-size_t nearestOnFront(const std::vector<Objectives>& points, double own);
-
 }  // namespace gradzip::trainer

@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
         if (!net) net = comm::NetEmulatorOptions{};
         net->schedule = comm::RateSchedule::parse(netSpec);
       }
-      return trainer::launchOn(lo, net);
+      return trainer::launchOn(lo, net).status;
     }
     if (*compare) return experiments::compareCommand(cmpArgs, selfExe());
     if (*simulate) return trainer::simulateCommand(simArgs);

@@ -19,7 +19,6 @@ using gradzip::trainer::DriftDetector;
 using gradzip::trainer::followGain;
 using gradzip::trainer::KneeScale;
 using gradzip::trainer::kneePoint;
-using gradzip::trainer::nearestOnFront;
 using gradzip::trainer::Objectives;
 using gradzip::trainer::paretoFront;
 
@@ -128,27 +127,6 @@ TEST(Pareto, GainTriggeredDecisionsFollowTheGain) {
   EXPECT_EQ(finite(followGain(pts, own, 0.0)).size(), pts.size());
   // Nothing compresses less than fp32: nothing is left to explore.
   EXPECT_TRUE(paretoFront(followGain(pts, 0.0, -0.5)).empty());
-}
-
-TEST(Pareto, NearestOnFrontStepsFromTheRunningPlansCost) {
-  // This session's step-210 gain decision at 20 Mbit/s, rounded: the running
-  // TopK 3.3% (vNMSE 0.716) after the gain fell; left by followGain: THC
-  // 4-bit all-reduce (0.211 s, 0.023), TopKC b=2 (0.184 s, 0.55), TopK 10%
-  // (0.195 s, 0.40), and a dominated plan (0.25 s, 0.60). The knee at 0.85
-  // takes THC; one step at a time takes TopKC b=2 first, then TopK 10%, then
-  // THC, never the dominated one.
-  std::vector<Objectives> pts{{0.211, 0.023}, {0.184, 0.55}, {0.195, 0.40}, {0.25, 0.60}};
-  EXPECT_EQ(kneePoint(pts, 0.85, KneeScale::Relative), 0u);
-  std::vector<size_t> order;
-  while (!paretoFront(pts).empty()) {
-    const size_t i = nearestOnFront(pts, 0.716);
-    order.push_back(i);
-    pts[i] = {INFINITY, INFINITY};
-  }
-  EXPECT_EQ(order, (std::vector<size_t>{1, 2, 0, 3}));  // the dominated one only once the others are gone
-  // Equal distance: the faster point.
-  EXPECT_EQ(nearestOnFront({{0.3, 0.25}, {0.2, 0.75}}, 0.5), 1u);
-  EXPECT_THROW(nearestOnFront({{INFINITY, 0.1}}, 0.3), gradzip::UserError);
 }
 
 // The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
