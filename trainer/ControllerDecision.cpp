@@ -281,7 +281,12 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       const double own = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
       const double change = gainDrift_.signedChange();
       remaining = followGain(pts, own, change);
+      // gain_scope: family keeps it to the running compressor's own grid.
+      if (opts_.gainScope == "family")
+        for (size_t i = 0; i < candidates_.size(); ++i)
+          if (candidates_[i].plan.compressor != active_.compressor) remaining[i] = {INFINITY, INFINITY};
       rec["direction"] = {{"gain_change", change},
+                          {"scope", opts_.gainScope},
                           {"screened_cost", own},
                           {"towards", !std::isfinite(own) ? "either way (the running plan was not screened)"
                                       : change < 0        ? "less compression"

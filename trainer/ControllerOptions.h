@@ -13,6 +13,7 @@
 //     time_weight: 0.85                 # knee preference (1: fastest, 0: most accurate)
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
+//     gain_scope: family                # a gain decision keeps the running compressor (or: all)
 //     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
 #pragma once
 
@@ -84,6 +85,16 @@ struct ControllerOptions {
   // 9 steps), while gain drift, which moves slowly, waits min_interval.
   int64_t networkInterval = 30;
   double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
+  // Which plans a gain-triggered decision may move to: "family", the running
+  // compressor's own parameters and collectives (GraVAC, the flexible-
+  // communication paper's [2], adapts one compressor's compression factor
+  // to the gain), or "all" families. "family", not "all": every gain
+  // decision that moved under "all" in the provisional-plan runs
+  // (experiments/results/controller_ablation.md) went from a sparsifier to
+  // THC 4-bit all-reduce, whose steps were 17-31% slower without reaching the
+  // target in fewer steps. Changing family is the business of the first
+  // decision and of network decisions, which see a different link.
+  std::string gainScope = "family";
   double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
   // Bandwidth soundings (trainer/BandwidthSounding.h) while the running plan
   // is latency-bound (its collectives move less than 32 KB a step, within a
