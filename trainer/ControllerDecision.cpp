@@ -133,12 +133,13 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
     activeIndex_ = chosen;
     applyPlan(candidates_[size_t(chosen)].plan, step);
   }
+  const double seconds = since(t0);
   rec["chosen"] = active_.key();
-  rec["seconds"] = since(t0);
+  rec["seconds"] = seconds;
   writeDecision(rec.dump());
   spdlog::info("controller: step {} (provisional, until the first decision at step {}): {} from the predicted front",
                step, opts_.warmupSteps, active_.key());
-  return since(t0);
+  return seconds;
 }
 
 Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop) {
