@@ -28,7 +28,11 @@
 //     each train `explore_steps` real steps from an in-memory
 //     checkpoint (parameters, buffers, optimizer, residuals, step, data
 //     position, RNG) that is restored after each, so exploration never changes
-//     the model; only its wall time is charged to training time.
+//     the model; only its wall time is charged to training time. A candidate
+//     is measured by the median of its timed steps; after explore_min_steps
+//     of them it stops early once even its fastest step, with its statistics
+//     so far, could not replace the running plan (a race: the losers cost
+//     fewer steps).
 //  3. Decision (rank 0, broadcast): the knee (trainer/Pareto.h) of the measured
 //     (step time, statistical cost) of the explored candidates and the current
 //     plan. Buckets below small_bucket_kb keep small_plan.
@@ -124,8 +128,11 @@ class Controller {
     bool ok = false;
   };
   struct Measured {
-    double step = 0;
-    double sync = 0;  // step − compute: the part the plan and the network set
+    double step = 0;     // the median of its timed steps
+    double fastest = 0;  // the fastest of them
+    double sync = 0;     // step − compute (median): the part the plan and the network set
+    int64_t steps = 0;   // timed steps
+    bool stopped = false;  // stopped early by the race (explore_min_steps)
     CompressionStats stats;
     bool ok = false;
   };
@@ -149,7 +156,11 @@ class Controller {
   // 0 then adopts it when slower than the model by more than `margin`
   // (relative); true (on rank 0) if it did.
   bool adoptObservedBeta(double margin);
-  Measured explore(const Plan& plan, ControlledLoop& loop);
+  // Collective: `plan` for explore_steps steps (the first untimed). With
+  // `race`, rank 0 stops it after explore_min_steps timed steps once its
+  // fastest step and statistics so far could not replace `against` (the
+  // running plan as measured; Pareto.h couldReplace at margin 0).
+  Measured explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against);
   double statCost(const CompressionStats& s) const;
   void applyPlan(const Plan& large, int64_t step);
   compress::Compressor& codec(const Plan& plan);

@@ -142,24 +142,38 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
   return seconds;
 }
 
-Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop) {
+Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against) {
   Measured out;
   const Plan before = active_;
   for (int k : large_) sync_.setPlan(k, plan);
-  double seconds = 0, sync = 0;
-  int64_t timed = 0;
+  std::vector<double> steps, syncs;
   try {
     for (int64_t i = 0; i < opts_.exploreSteps; ++i) {
       const auto m = loop.exploreStep();
       if (i == 0) continue;  // builds the compressor and its caches
-      seconds += m.step;
-      sync += std::max(0.0, m.step - m.compute);
-      ++timed;
+      steps.push_back(m.step);
+      syncs.push_back(std::max(0.0, m.step - m.compute));
       for (int k : large_) out.stats += sync_.lastWeightedStats(k);
+      // The race (explore_min_steps): rank 0 stops a candidate that, on its
+      // fastest step so far (a loaded host only ever slows a step down) and
+      // its statistics so far, would not replace the running plan.
+      if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
+        const Objectives best{*std::min_element(steps.begin(), steps.end()), statCost(out.stats)};
+        if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
+          out.stopped = true;
+          break;
+        }
+      }
     }
-    out.step = seconds / double(std::max<int64_t>(1, timed));
-    out.sync = sync / double(std::max<int64_t>(1, timed));
-    out.ok = timed > 0;
+    // The median, like the running plan's own (median(steps_)): one step
+    // disturbed by the host must not decide.
+    if (!steps.empty()) {
+      out.step = median(steps);
+      out.sync = median(syncs);
+      out.fastest = *std::min_element(steps.begin(), steps.end());
+    }
+    out.steps = int64_t(steps.size());
+    out.ok = !steps.empty();
   } catch (const NonFiniteGradient& e) {
     spdlog::warn("controller: exploring {} produced a non-finite gradient ({}); not a candidate this time", plan.key(),
                  e.what());
@@ -266,6 +280,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // 2. Screening on rank 0; the explored candidates go to every rank.
   std::vector<int64_t> exploreList;
   std::vector<Screened> screened;
+  // The running plan as measured (its recent steps), which the candidates
+  // must replace; infinite when it is re-measured (nothing to race against).
+  Objectives current{INFINITY, INFINITY};
   if (comm_.rank() == 0) {
     const auto pts = screenAll(baseStep(recent_), screened, rec);
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
@@ -304,7 +321,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // Otherwise a candidate is worth exploring only if, predicted
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
-    const Objectives current{steps_.empty() ? INFINITY : median(steps_), statCost(recentStats_)};
+    if (!remeasure && !steps_.empty()) current = {median(steps_), statCost(recentStats_)};
     // One candidate per compressor configuration: its collectives share the
     // statistics, and the screening's best-placed one stands for them, so
     // the explored steps go to different compressors.
@@ -329,12 +346,15 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       for (size_t i = 0; i < candidates_.size(); ++i)
         if (candidates_[i].plan == active_ && screened[i].ok) exploreList.push_back(int64_t(i));
   }
-  auto list = torch::full({opts_.explore + 2}, int64_t(-1), torch::kLong);  // + the running plan
+  // [count, the candidates (+ the running plan), whether to race].
+  auto list = torch::full({opts_.explore + 3}, int64_t(-1), torch::kLong);
   list[0] = int64_t(exploreList.size());
   for (size_t i = 0; i < exploreList.size(); ++i) list[i + 1] = exploreList[i];
+  list[opts_.explore + 2] = opts_.exploreMinSteps > 0 && std::isfinite(current.time) ? 1 : 0;
   comm_.broadcast(list, 0).wait();
   exploreList.clear();
   for (int64_t i = 0; i < list[0].item<int64_t>(); ++i) exploreList.push_back(list[i + 1].item<int64_t>());
+  const bool race = list[opts_.explore + 2].item<int64_t>() != 0;
 
   // 3. Exploration from an in-memory checkpoint, restored after each candidate.
   const auto t0 = Clock::now();
@@ -342,7 +362,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   const auto keys = sync_.compressorKeys();
   std::vector<Measured> measured;
   for (int64_t i : exploreList) {
-    measured.push_back(explore(candidates_[i].plan, loop));
+    measured.push_back(explore(candidates_[i].plan, loop, race, current));
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
@@ -361,6 +381,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
                     {"ok", m.ok},
                     {"measured_step", m.step},
+                    {"fastest_step", m.fastest},
+                    {"steps", m.steps},
+                    {"stopped_early", m.stopped},
                     {"predicted_step", screened[exploreList[i]].predicted},
                     {"vnmse", j["vnmse"]},
                     {"gain", j["gain"]}});

@@ -41,6 +41,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
+  o.exploreMinSteps = r.getInt("explore_min_steps", o.exploreMinSteps, 0, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
   o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
@@ -80,6 +81,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
   n["explore_steps"] = exploreSteps;
+  n["explore_min_steps"] = exploreMinSteps;
   n["explore"] = explore;
   n["explore_margin"] = exploreMargin;
   n["check_every"] = checkEvery;

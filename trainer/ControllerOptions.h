@@ -14,6 +14,7 @@
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
+//     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
 //     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
 #pragma once
 
@@ -72,6 +73,13 @@ struct ControllerOptions {
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
   int64_t exploreSteps = 6;
+  // Timed steps every explored candidate gets; after them it stops as soon
+  // as even its fastest step, with its statistics so far, could not replace
+  // the running plan as measured (Pareto.h couldReplace at margin 0; a loaded
+  // host only slows steps down, so the fastest is an optimistic estimate).
+  // 0: every candidate runs explore_steps. Not applied when the running plan
+  // is re-measured (network decisions): there is nothing to race against.
+  int64_t exploreMinSteps = 2;
   int64_t explore = 3;            // candidates from the predicted front explored per decision
   // A candidate is explored only if it would replace the running plan (its
   // measured step and statistics) with its predicted step this much slower
