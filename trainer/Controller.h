@@ -31,8 +31,9 @@
 //     the model; only its wall time is charged to training time. A candidate
 //     is measured by the median of its timed steps; after explore_min_steps
 //     of them it stops early once even its fastest step, with its statistics
-//     so far, could not replace the running plan (a race: the losers cost
-//     fewer steps).
+//     so far, could not replace the knee of what the decision has measured
+//     before it: the running plan (unless re-measured) and the candidates
+//     explored earlier (a race: the losers cost fewer steps).
 //  3. Decision (rank 0, broadcast): the knee (trainer/Pareto.h) of the measured
 //     (step time, statistical cost) of the explored candidates and the current
 //     plan. Buckets below small_bucket_kb keep small_plan.
@@ -159,7 +160,8 @@ class Controller {
   // Collective: `plan` for explore_steps steps (the first untimed). With
   // `race`, rank 0 stops it after explore_min_steps timed steps once its
   // fastest step and statistics so far could not replace `against` (the
-  // running plan as measured; Pareto.h couldReplace at margin 0).
+  // knee of what the decision measured before it; Pareto.h couldReplace at
+  // margin 0; an infinite `against` stops nothing).
   Measured explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against);
   double statCost(const CompressionStats& s) const;
   void applyPlan(const Plan& large, int64_t step);

@@ -281,7 +281,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   std::vector<int64_t> exploreList;
   std::vector<Screened> screened;
   // The running plan as measured (its recent steps), which the candidates
-  // must replace; infinite when it is re-measured (nothing to race against).
+  // must replace; infinite when it is re-measured.
   Objectives current{INFINITY, INFINITY};
   if (comm_.rank() == 0) {
     const auto pts = screenAll(baseStep(recent_), screened, rec);
@@ -346,23 +346,33 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       for (size_t i = 0; i < candidates_.size(); ++i)
         if (candidates_[i].plan == active_ && screened[i].ok) exploreList.push_back(int64_t(i));
   }
-  // [count, the candidates (+ the running plan), whether to race].
-  auto list = torch::full({opts_.explore + 3}, int64_t(-1), torch::kLong);
+  // [count, the candidates (+ the running plan)].
+  auto list = torch::full({opts_.explore + 2}, int64_t(-1), torch::kLong);
   list[0] = int64_t(exploreList.size());
   for (size_t i = 0; i < exploreList.size(); ++i) list[i + 1] = exploreList[i];
-  list[opts_.explore + 2] = opts_.exploreMinSteps > 0 && std::isfinite(current.time) ? 1 : 0;
   comm_.broadcast(list, 0).wait();
   exploreList.clear();
   for (int64_t i = 0; i < list[0].item<int64_t>(); ++i) exploreList.push_back(list[i + 1].item<int64_t>());
-  const bool race = list[opts_.explore + 2].item<int64_t>() != 0;
 
-  // 3. Exploration from an in-memory checkpoint, restored after each candidate.
+  // 3. Exploration from an in-memory checkpoint, restored after each
+  // candidate, in knee order. The race (explore_min_steps) runs against the
+  // knee of what this decision has measured so far (rank 0's): the running
+  // plan's recent steps when they still hold, and every candidate explored
+  // before. Where the running plan is re-measured (network decisions), the
+  // first candidate runs all its steps and the others race it and each other.
+  const bool race = opts_.exploreMinSteps > 0;
   const auto t0 = Clock::now();
   const std::string snap = loop.snapshot();
   const auto keys = sync_.compressorKeys();
   std::vector<Measured> measured;
+  std::vector<Objectives> sofar;
+  if (std::isfinite(current.time)) sofar.push_back(current);
   for (int64_t i : exploreList) {
-    measured.push_back(explore(candidates_[i].plan, loop, race, current));
+    const Objectives against = paretoFront(sofar).empty()
+                                   ? Objectives{INFINITY, INFINITY}
+                                   : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale())];
+    measured.push_back(explore(candidates_[i].plan, loop, race, against));
+    if (measured.back().ok) sofar.push_back({measured.back().step, statCost(measured.back().stats)});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }

@@ -75,10 +75,11 @@ struct ControllerOptions {
   int64_t exploreSteps = 6;
   // Timed steps every explored candidate gets; after them it stops as soon
   // as even its fastest step, with its statistics so far, could not replace
-  // the running plan as measured (Pareto.h couldReplace at margin 0; a loaded
-  // host only slows steps down, so the fastest is an optimistic estimate).
-  // 0: every candidate runs explore_steps. Not applied when the running plan
-  // is re-measured (network decisions): there is nothing to race against.
+  // the knee of what the decision measured before it: the running plan as
+  // measured (unless a network decision re-measures it) and the candidates
+  // explored earlier (Pareto.h couldReplace at margin 0; a loaded host only
+  // slows steps down, so the fastest is an optimistic estimate).
+  // 0: every candidate runs explore_steps.
   int64_t exploreMinSteps = 2;
   int64_t explore = 3;            // candidates from the predicted front explored per decision
   // A candidate is explored only if it would replace the running plan (its
