@@ -47,6 +47,13 @@ const std::map<std::string, Entry>& registry() {
   return table;
 }
 
+const Entry& entry(const std::string& name) {
+  auto it = registry().find(name);
+  if (it == registry().end())
+    throw ConfigError(fmt::format("unknown compressor '{}' (known: {})", name, fmt::join(compressorNames(), ", ")));
+  return it->second;
+}
+
 }  // namespace
 
 std::vector<std::string> compressorNames() {
@@ -55,12 +62,20 @@ std::vector<std::string> compressorNames() {
   return out;
 }
 
+bool usesErrorFeedback(const std::string& name, const YAML::Node& options) {
+  const bool byPaper = entry(name).paperUsesErrorFeedback;
+  if (!options.IsMap() || !options["error_feedback"]) return byPaper;
+  try {
+    return options["error_feedback"].as<bool>();
+  } catch (const YAML::Exception&) {
+    throw ConfigError(fmt::format("{}: error_feedback must be true or false", name));
+  }
+}
+
 std::unique_ptr<Compressor> makeCompressor(const std::string& name, YamlReader& options) {
-  auto it = registry().find(name);
-  if (it == registry().end())
-    throw ConfigError(fmt::format("unknown compressor '{}' (known: {})", name, fmt::join(compressorNames(), ", ")));
-  const bool ef = options.getBool("error_feedback", it->second.paperUsesErrorFeedback);
-  auto c = it->second.make(options);
+  const Entry& e = entry(name);
+  const bool ef = options.getBool("error_feedback", e.paperUsesErrorFeedback);
+  auto c = e.make(options);
   options.finish();
   if (ef) c = std::make_unique<ErrorFeedback>(std::move(c));
   return c;

@@ -19,5 +19,9 @@ std::unique_ptr<Compressor> makeCompressor(const std::string& name, YamlReader& 
 // Convenience for code and tests: options given as YAML text, e.g. "{bits: 4}".
 std::unique_ptr<Compressor> makeCompressor(const std::string& name, const std::string& yamlOptions = "{}");
 std::vector<std::string> compressorNames();
+// Whether makeCompressor(name, options) wraps the compressor in ErrorFeedback:
+// the `error_feedback` option where given, else whether the scheme's paper
+// uses it. Throws ConfigError on an unknown name or a non-boolean option.
+bool usesErrorFeedback(const std::string& name, const YAML::Node& options);
 
 }  // namespace gradzip::compress

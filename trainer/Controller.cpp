@@ -164,9 +164,10 @@ void Controller::resetMeasurements() {
   syncs_.clear();
 }
 
-double Controller::statCost(const CompressionStats& s) const {
+double Controller::statCost(const CompressionStats& s, const Plan& plan) const {
   if (!(s.inputSq > 0)) return INFINITY;
-  return statisticalCost(opts_.stat, s.errorSq / s.inputSq, s.appliedSq / s.inputSq);
+  return statisticalCost(opts_.stat, s.errorSq / s.inputSq, s.appliedSq / s.inputSq, plan.errorFeedback(),
+                         opts_.efRateScale);
 }
 
 void Controller::observe(const StepMeasure& m) {

@@ -163,7 +163,8 @@ class Controller {
   // knee of what the decision measured before it; Pareto.h couldReplace at
   // margin 0; an infinite `against` stops nothing).
   Measured explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against);
-  double statCost(const CompressionStats& s) const;
+  // opts_.stat of `plan`'s statistics (statisticalCost).
+  double statCost(const CompressionStats& s, const Plan& plan) const;
   void applyPlan(const Plan& large, int64_t step);
   compress::Compressor& codec(const Plan& plan);
   double commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out);

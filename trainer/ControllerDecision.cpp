@@ -95,7 +95,7 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
     s = screen(candidates_[i].plan);
     if (s.ok) {
       s.predicted = base + s.encodeDecode + s.comm;
-      pts[i] = {s.predicted, statCost(s.stats)};
+      pts[i] = {s.predicted, statCost(s.stats, candidates_[i].plan)};
     }
     auto j = statsJson(s.stats);
     cands.push_back({{"plan", candidates_[i].plan.key()},
@@ -158,7 +158,7 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop,
       // fastest step so far (a loaded host only ever slows a step down) and
       // its statistics so far, would not replace the running plan.
       if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
-        const Objectives best{*std::min_element(steps.begin(), steps.end()), statCost(out.stats)};
+        const Objectives best{*std::min_element(steps.begin(), steps.end()), statCost(out.stats, plan)};
         if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
           out.stopped = true;
           break;
@@ -321,7 +321,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // Otherwise a candidate is worth exploring only if, predicted
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
-    if (!remeasure && !steps_.empty()) current = {median(steps_), statCost(recentStats_)};
+    if (!remeasure && !steps_.empty()) current = {median(steps_), statCost(recentStats_, active_)};
     // One candidate per compressor configuration: its collectives share the
     // statistics, and the screening's best-placed one stands for them, so
     // the explored steps go to different compressors.
@@ -372,7 +372,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                                    ? Objectives{INFINITY, INFINITY}
                                    : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale())];
     measured.push_back(explore(candidates_[i].plan, loop, race, against));
-    if (measured.back().ok) sofar.push_back({measured.back().step, statCost(measured.back().stats)});
+    if (measured.back().ok) sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan)});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
@@ -386,7 +386,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     auto& ex = rec["explored"] = nlohmann::json::array();
     for (size_t i = 0; i < exploreList.size(); ++i) {
       const auto& m = measured[i];
-      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats)} : Objectives{INFINITY, INFINITY});
+      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats, candidates_[exploreList[i]].plan)} : Objectives{INFINITY, INFINITY});
       auto j = statsJson(m.stats);
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
                     {"ok", m.ok},
@@ -404,7 +404,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     const bool remeasured = std::find_if(exploreList.begin(), exploreList.end(), [&](int64_t i) {
                               return candidates_[i].plan == active_;
                             }) != exploreList.end();
-    pts.push_back(std::isfinite(currentStep) && !remeasured ? Objectives{currentStep, statCost(recentStats_)}
+    pts.push_back(std::isfinite(currentStep) && !remeasured ? Objectives{currentStep, statCost(recentStats_, active_)}
                                                             : Objectives{INFINITY, INFINITY});
     auto cj = statsJson(recentStats_);
     rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},

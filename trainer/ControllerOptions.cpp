@@ -10,7 +10,11 @@
 
 namespace gradzip::trainer {
 
-ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
+std::string ControllerOptions::defaultStat(const std::string& optimizer) {
+  return optimizer == "sgd" ? "ef_rate" : "vnmse";
+}
+
+ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& optimizer) {
   ControllerOptions o;
   const auto known = compress::compressorNames();
   o.families = r.getStringList("families", o.families);
@@ -36,7 +40,8 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
     if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
   o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
   o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
-  o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain", "ef"});
+  o.stat = r.getEnum("stat", defaultStat(optimizer), {"ef_rate", "vnmse", "gain", "ef"});
+  o.efRateScale = r.getDouble("ef_rate_scale", o.efRateScale, 0.0, 1.0);
   o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
@@ -77,6 +82,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["time_weight"] = timeWeight;
   n["knee"] = knee;
   n["stat"] = stat;
+  n["ef_rate_scale"] = efRateScale;
   n["geometry"] = geometry;
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
@@ -103,10 +109,12 @@ YAML::Node ControllerOptions::toYaml() const {
   return n;
 }
 
-double statisticalCost(const std::string& stat, double vnmse, double gain) {
+double statisticalCost(const std::string& stat, double vnmse, double gain, bool errorFeedback, double efRateScale) {
   if (stat == "gain") return gain > 0 && std::isfinite(gain) ? 1.0 / gain : INFINITY;
   if (!std::isfinite(vnmse) || vnmse < 0) return INFINITY;
   if (stat == "ef") return vnmse < 1 ? vnmse / (1 - vnmse) : INFINITY;
+  if (stat == "ef_rate" && errorFeedback)  // k(1 − δ)/δ², δ = 1 − vNMSE (Karimireddy et al. 2019, Thm II)
+    return vnmse < 1 ? efRateScale * vnmse / ((1 - vnmse) * (1 - vnmse)) : INFINITY;
   return vnmse;
 }
 

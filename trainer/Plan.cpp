@@ -8,6 +8,8 @@
 
 namespace gradzip::trainer {
 
+bool Plan::errorFeedback() const { return compress::usesErrorFeedback(compressor, options); }
+
 std::string Plan::key() const {
   std::string opts;
   if (options && options.IsMap() && options.size() > 0) {

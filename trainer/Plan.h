@@ -32,6 +32,9 @@ struct Plan {
   // "thc{bits: 4}@ps": compressor, options in flow style, collective.
   std::string key() const;
   bool operator==(const Plan& o) const { return key() == o.key(); }
+  // Whether the compressor runs under error feedback (compress/Factory.h
+  // usesErrorFeedback: its `error_feedback` option, else its paper's choice).
+  bool errorFeedback() const;
 
   // `{name: thc, collective: ps, thc: {bits: 4}}` (the `compress:` mapping of a
   // train config). The options are validated by building the compressor once,

@@ -2,7 +2,7 @@
 // feedback invariant Σ_t localApplied_t + e_T = Σ_t g_t (nothing is lost, only
 // delayed) for every lossy scheme of this module on several ranks, the residual
 // round-tripping through save/load, the single-worker codec's bookkeeping, and
-// which names the Factory wraps by default.
+// which names the Factory wraps by default (and usesErrorFeedback agreeing).
 #include "compress/ErrorFeedback.h"
 #include "compress/Factory.h"
 #include "compress/TopK.h"
@@ -31,6 +31,14 @@ TEST(ErrorFeedback, FactoryWrapsWhereThePaperDoes) {
   }
   EXPECT_THROW(makeCompressor("topkk"), ConfigError);
   EXPECT_THROW(makeCompressor("topk", "{ratoi: 0.1}"), ConfigError);  // typo in a key
+  // usesErrorFeedback (the controller's ef_rate reads it) says what makeCompressor builds.
+  for (const auto& name : compressorNames())
+    for (const char* opts : {"{}", "{error_feedback: true}", "{error_feedback: false}"}) {
+      const bool wrapped = dynamic_cast<ErrorFeedback*>(makeCompressor(name, opts).get()) != nullptr;
+      EXPECT_EQ(usesErrorFeedback(name, YAML::Load(opts)), wrapped) << name << " " << opts;
+    }
+  EXPECT_THROW(usesErrorFeedback("topkk", YAML::Load("{}")), ConfigError);
+  EXPECT_THROW(usesErrorFeedback("topk", YAML::Load("{error_feedback: maybe}")), ConfigError);
   EXPECT_THROW(makeCompressor("topkc", "{value_dtype: fp8}"), ConfigError);
 }
 

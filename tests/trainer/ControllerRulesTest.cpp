@@ -143,6 +143,39 @@ TEST(StatisticalCost, VnmseGainAndErrorFeedbackContraction) {
   EXPECT_EQ(statisticalCost("vnmse", NAN, 1.0), INFINITY);
 }
 
+// ef_rate: k·v/(1 − v)² for a plan under error feedback (Karimireddy et al.
+// 2019, Thm II: the bound's compression term over its noise term is
+// 8γL(1 − δ)/δ², δ = 1 − v), the plain vNMSE for any other plan.
+TEST(StatisticalCost, ErrorFeedbackRateOnlyForErrorFeedbackPlans) {
+  using gradzip::trainer::statisticalCost;
+  const double k = 0.015;
+  EXPECT_NEAR(statisticalCost("ef_rate", 0.6, 0.5, true, k), k * 0.6 / 0.16, 1e-12);   // 0.05625
+  EXPECT_NEAR(statisticalCost("ef_rate", 0.9, 0.1, true, k), k * 0.9 / 0.01, 1e-12);   // 1.35: 24x
+  EXPECT_NEAR(statisticalCost("ef_rate", 0.02, 1.0, true, k), k * 0.02 / 0.9604, 1e-12);
+  EXPECT_DOUBLE_EQ(statisticalCost("ef_rate", 0.08, 1.0, false, k), 0.08);  // C_nat: unbiased, no memory
+  EXPECT_EQ(statisticalCost("ef_rate", 1.0, 0.0, true, k), INFINITY);
+  EXPECT_EQ(statisticalCost("ef_rate", NAN, 1.0, true, k), INFINITY);
+  EXPECT_DOUBLE_EQ(statisticalCost("ef_rate", 0.6, 0.5, true, 0.0), 0.0);  // k = 0: only time counts
+}
+
+// The decision that cost schedule_c1's seed 2 (runs22, step 140, 20 Mbit/s):
+// predicted THC 4-bit all-reduce 0.369 s at vNMSE 0.022, TopK 1.1% 0.315 s at
+// 0.713, fp16 0.546 s at 0. Under vnmse the knee (time_weight 0.85, relative)
+// takes THC, whose measured steps were then 40% slower than TopK's; under
+// ef_rate TopK. fp16 at 3% slower than TopK 1.1% stays the knee under both.
+TEST(StatisticalCost, ErrorFeedbackRateMovesTheKneeFromThcToTopK) {
+  using namespace gradzip::trainer;
+  auto front = [](const std::string& stat) {
+    return std::vector<Objectives>{{0.369, statisticalCost(stat, 0.022, 0.975, true)},
+                                   {0.315, statisticalCost(stat, 0.713, 0.549, true)},
+                                   {0.546, statisticalCost(stat, 0.0, 1.0, false)}};
+  };
+  EXPECT_EQ(kneePoint(front("vnmse"), 0.85, KneeScale::Relative), 0u);
+  EXPECT_EQ(kneePoint(front("ef_rate"), 0.85, KneeScale::Relative), 1u);
+  const std::vector<Objectives> nearlyLossless{{0.315 * 1.03, 0.0}, {0.315, statisticalCost("ef_rate", 0.713, 0.549, true)}};
+  EXPECT_EQ(kneePoint(nearlyLossless, 0.85, KneeScale::Relative), 0u);
+}
+
 // β from observed collectives: 1 MB at 20 Mbit/s (β = 4e-7 s/B) plus 2α with
 // α = 1 ms is 0.402 s, so (t − 2α)/m gives β back; α-bound observations (a
 // 100-byte all-gather at 2.1 ms < 2·2α) are left out, and with fewer than 5

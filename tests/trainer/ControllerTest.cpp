@@ -139,7 +139,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->minInterval, 200);
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
-  EXPECT_EQ(cfg.controller->stat, "vnmse");
+  EXPECT_EQ(cfg.controller->stat, "ef_rate");  // SGD's default (ControllerOptions::defaultStat)
+  EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.015);
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
   EXPECT_EQ(cfg.controller->gainScope, "family");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 2);
@@ -154,6 +155,19 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   ASSERT_TRUE(cfg.controller && cfg.controller->pin);
   EXPECT_EQ(cfg.plan.compressor, "thc");
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.8);
+  // Under AdamW the default is vnmse (no error-feedback bound there), in
+  // both spellings of `auto`; an explicit stat wins.
+  auto parseWith = [](const std::string& optim, const std::string& compress) {
+    auto r = YamlReader::loadString("model: {name: mlp}\ndata: {dataset: fashion_mnist}\noptim: " + optim +
+                                        "\ncompress: " + compress + "\n",
+                                    "c.yaml");
+    return trainer::TrainConfig::fromYaml(r);
+  };
+  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "auto").controller->stat, "vnmse");
+  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "{name: auto, time_weight: 0.9}").controller->stat, "vnmse");
+  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->stat,
+            "ef_rate");
+  EXPECT_DOUBLE_EQ(parseWith("{name: sgd}", "{name: auto, ef_rate_scale: 0.02}").controller->efRateScale, 0.02);
   // The effective config round-trips through YAML.
   YAML::Emitter e;
   e << cfg.toYaml();
@@ -172,6 +186,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, network_interval: 0}", "compress.network_interval");
   expectError("{name: auto, stat: mse}", "compress.stat");
   expectError("{name: auto, geometry: adam}", "compress.geometry");
+  expectError("{name: auto, ef_rate_scale: 2}", "compress.ef_rate_scale");
   expectError("{name: auto, gain_scope: everything}", "compress.gain_scope");
   expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
   expectError("{name: auto, explore_min_steps: -1}", "compress.explore_min_steps");
@@ -304,7 +319,7 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
 TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalStep) {
   // After step 2 rank 0 screens every candidate and all ranks run the knee of
   // the predicted front (recomputed here from the logged predictions and
-  // vNMSEs) until the first decision at step 10, which measures that plan as
+  // vNMSEs, under the run's ef_rate cost) until the first decision at step 10, which measures that plan as
   // the running one. With provisional_step 0 the warm-up stays on fp16.
   const std::string opts =
       "families: [fp16, topk, topkc], warmup_steps: 10, check_every: 10, min_interval: 100, explore: 1,"
@@ -326,7 +341,11 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   std::vector<trainer::Objectives> pts;
   for (const auto& c : p["candidates"]) {
     const bool ok = c["ok"].get<bool>() && c["vnmse"].is_number();
-    pts.push_back(ok ? trainer::Objectives{c["predicted_step"].get<double>(), c["vnmse"].get<double>()}
+    const auto& o = *cfg.controller;  // the run's statistical cost (ef_rate by default)
+    pts.push_back(ok ? trainer::Objectives{c["predicted_step"].get<double>(),
+                                           trainer::statisticalCost(
+                                               o.stat, c["vnmse"].get<double>(), c["gain"].get<double>(),
+                                               trainer::planFromKey(c["plan"]).errorFeedback(), o.efRateScale)}
                      : trainer::Objectives{INFINITY, INFINITY});
   }
   const size_t knee = trainer::kneePoint(pts, cfg.controller->timeWeight, cfg.controller->kneeScale());
@@ -368,14 +387,15 @@ TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
   // them out: the same run with `gain_scope: all` must explore one of them.
   // time_weight 0 makes the choice of what to explore independent of
   // loopback's millisecond timings: every plan with a lower statistical cost
-  // could replace the running one, the lowest first.
+  // could replace the running one, the lowest first. `stat: vnmse`: the
+  // logged screened_cost is then the vNMSE this test reads per candidate.
   std::map<std::string, int> otherFamilies;  // per gain_scope: explored plans that are not TopK
   for (const std::string scope : {"family", "all"}) {
     auto cfg = config(dir.path() + "/" + scope,
                       "{name: auto, pin: {name: topk, collective: allgather, topk: {ratio: 0.011}},"
                       " families: [topk, fp16, bf16], gain_scope: " + scope + ", warmup_steps: 5,"
                       " min_interval: 10, check_every: 5, gain_drift: 0.001, network_drift: 10, sound_every: 0,"
-                      " explore: 2, explore_steps: 2, time_weight: 0, probe: {budget_seconds: 0.5}}",
+                      " explore: 2, explore_steps: 2, time_weight: 0, stat: vnmse, probe: {budget_seconds: 0.5}}",
                       100);
     train(cfg);
     int gainDecisions = 0, explored = 0;
