@@ -53,11 +53,12 @@ struct ControllerOptions {
   // default follows the optimizer (defaultStat): ef_rate under SGD, whose
   // error-feedback theory it comes from, vnmse under AdamW.
   std::string stat = "ef_rate";
-  // ef_rate's k, the bound's 8γL (statisticalCost): 0.015 put the logged
-  // decisions of 28 ResNet-20 runs where their time to accuracy says they
-  // belong (experiments/results/controller_ablation.md, "A statistical cost
-  // from the error-feedback bound"): TopK 1.1% (vNMSE 0.71) over THC 4-bit
-  // (0.02) for a 17% shorter step, but neither over fp16 for 3%. At
+  // ef_rate's k, the bound's 8γL (statisticalCost). 0.015 from replaying the
+  // 38 decisions logged by 19 ResNet-20 `auto` runs (2 and 4 ranks, 20-50
+  // Mbit/s, schedule_c1; experiments/results/controller_ablation.md, "A
+  // statistical cost from the error-feedback bound"): it takes TopK 1.1%
+  // (vNMSE 0.71) over THC 4-bit (0.02) for a 17% shorter step, but not over
+  // fp16 for 3%. At
   // time_weight 0.85 a plan with vNMSE 0.6 must then be 2.4% faster than
   // a lossless one, at 0.7 4.9%, at 0.8 12.6% and at 0.9 57% (vnmse: 25-38%).
   double efRateScale = 0.015;
