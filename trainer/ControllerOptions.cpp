@@ -10,11 +10,7 @@
 
 namespace gradzip::trainer {
 
-std::string ControllerOptions::defaultStat(const std::string& optimizer) {
-  return optimizer == "sgd" ? "ef_rate" : "vnmse";
-}
-
-ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& optimizer) {
+ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
   ControllerOptions o;
   const auto known = compress::compressorNames();
   o.families = r.getStringList("families", o.families);
@@ -40,7 +36,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
     if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
   o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
   o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
-  o.stat = r.getEnum("stat", defaultStat(optimizer), {"ef_rate", "vnmse", "gain", "ef"});
+  o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain", "ef", "ef_rate"});
   o.efRateScale = r.getDouble("ef_rate_scale", o.efRateScale, 0.0, 1.0);
   o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);

@@ -139,7 +139,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->minInterval, 200);
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
-  EXPECT_EQ(cfg.controller->stat, "ef_rate");  // SGD's default (ControllerOptions::defaultStat)
+  EXPECT_EQ(cfg.controller->stat, "vnmse");
   EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.015);
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
   EXPECT_EQ(cfg.controller->gainScope, "family");
@@ -155,19 +155,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   ASSERT_TRUE(cfg.controller && cfg.controller->pin);
   EXPECT_EQ(cfg.plan.compressor, "thc");
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.8);
-  // Under AdamW the default is vnmse (no error-feedback bound there), in
-  // both spellings of `auto`; an explicit stat wins.
-  auto parseWith = [](const std::string& optim, const std::string& compress) {
-    auto r = YamlReader::loadString("model: {name: mlp}\ndata: {dataset: fashion_mnist}\noptim: " + optim +
-                                        "\ncompress: " + compress + "\n",
-                                    "c.yaml");
-    return trainer::TrainConfig::fromYaml(r);
-  };
-  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "auto").controller->stat, "vnmse");
-  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "{name: auto, time_weight: 0.9}").controller->stat, "vnmse");
-  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->stat,
-            "ef_rate");
-  EXPECT_DOUBLE_EQ(parseWith("{name: sgd}", "{name: auto, ef_rate_scale: 0.02}").controller->efRateScale, 0.02);
+  EXPECT_EQ(parse("{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->stat, "ef_rate");
+  EXPECT_DOUBLE_EQ(parse("{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->efRateScale, 0.02);
   // The effective config round-trips through YAML.
   YAML::Emitter e;
   e << cfg.toYaml();
@@ -319,7 +308,7 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
 TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalStep) {
   // After step 2 rank 0 screens every candidate and all ranks run the knee of
   // the predicted front (recomputed here from the logged predictions and
-  // vNMSEs, under the run's ef_rate cost) until the first decision at step 10, which measures that plan as
+  // vNMSEs, under the run's statistical cost) until the first decision at step 10, which measures that plan as
   // the running one. With provisional_step 0 the warm-up stays on fp16.
   const std::string opts =
       "families: [fp16, topk, topkc], warmup_steps: 10, check_every: 10, min_interval: 100, explore: 1,"
@@ -341,7 +330,7 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   std::vector<trainer::Objectives> pts;
   for (const auto& c : p["candidates"]) {
     const bool ok = c["ok"].get<bool>() && c["vnmse"].is_number();
-    const auto& o = *cfg.controller;  // the run's statistical cost (ef_rate by default)
+    const auto& o = *cfg.controller;  // the run's statistical cost
     pts.push_back(ok ? trainer::Objectives{c["predicted_step"].get<double>(),
                                            trainer::statisticalCost(
                                                o.stat, c["vnmse"].get<double>(), c["gain"].get<double>(),
