@@ -166,8 +166,8 @@ void Controller::resetMeasurements() {
 
 double Controller::statCost(const CompressionStats& s, const Plan& plan) const {
   if (!(s.inputSq > 0)) return INFINITY;
-  return statisticalCost(opts_.stat, s.errorSq / s.inputSq, s.appliedSq / s.inputSq, plan.errorFeedback(),
-                         opts_.efRateScale);
+  const bool ef = opts_.stat == "ef_rate" && plan.errorFeedback();  // only ef_rate reads it
+  return statisticalCost(opts_.stat, s.errorSq / s.inputSq, s.appliedSq / s.inputSq, ef, opts_.efRateScale);
 }
 
 void Controller::observe(const StepMeasure& m) {

@@ -372,7 +372,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                                    ? Objectives{INFINITY, INFINITY}
                                    : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale())];
     measured.push_back(explore(candidates_[i].plan, loop, race, against));
-    if (measured.back().ok) sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan)});
+    if (measured.back().ok)
+      sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan)});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
@@ -386,7 +387,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     auto& ex = rec["explored"] = nlohmann::json::array();
     for (size_t i = 0; i < exploreList.size(); ++i) {
       const auto& m = measured[i];
-      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats, candidates_[exploreList[i]].plan)} : Objectives{INFINITY, INFINITY});
+      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats, candidates_[exploreList[i]].plan)}
+                         : Objectives{INFINITY, INFINITY});
       auto j = statsJson(m.stats);
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
                     {"ok", m.ok},

@@ -30,6 +30,8 @@
 
 namespace gradzip::trainer {
 
+inline constexpr double kDefaultEfRateScale = 0.015;  // ControllerOptions::efRateScale
+
 struct ControllerOptions {
   // Compressor families; each expands into its parameter grid below, times
   // every collective its capabilities allow (restricted to `collectives` when set).
@@ -62,7 +64,7 @@ struct ControllerOptions {
   // for 3%. At time_weight 0.85 a plan with vNMSE 0.6 must then be 2.4%
   // faster than a lossless one, at 0.7 4.9%, at 0.8 12.6% and at 0.9 57%
   // (vnmse: 25-38%).
-  double efRateScale = 0.015;
+  double efRateScale = kDefaultEfRateScale;
   // Where the statistical cost is measured (trainer/OptimizerGeometry.h):
   // "optimizer", the update's geometry (Adam/AdamW: each tensor weighted by
   // 1/(√mean(v̂) + ε); SGD: the gradient's, unchanged), or "gradient" (unweighted).
@@ -166,6 +168,6 @@ struct ControllerOptions {
 //            compression discards everything (vNMSE >= 1: infinite).
 // Non-finite inputs give +infinity.
 double statisticalCost(const std::string& stat, double vnmse, double gain, bool errorFeedback = false,
-                       double efRateScale = 0.015);
+                       double efRateScale = kDefaultEfRateScale);
 
 }  // namespace gradzip::trainer

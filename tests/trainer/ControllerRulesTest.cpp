@@ -172,7 +172,8 @@ TEST(StatisticalCost, ErrorFeedbackRateMovesTheKneeFromThcToTopK) {
   };
   EXPECT_EQ(kneePoint(front("vnmse"), 0.85, KneeScale::Relative), 0u);
   EXPECT_EQ(kneePoint(front("ef_rate"), 0.85, KneeScale::Relative), 1u);
-  const std::vector<Objectives> nearlyLossless{{0.315 * 1.03, 0.0}, {0.315, statisticalCost("ef_rate", 0.713, 0.549, true)}};
+  const std::vector<Objectives> nearlyLossless{{0.315 * 1.03, 0.0},
+                                               {0.315, statisticalCost("ef_rate", 0.713, 0.549, true)}};
   EXPECT_EQ(kneePoint(nearlyLossless, 0.85, KneeScale::Relative), 0u);
 }
 

@@ -308,8 +308,9 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
 TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalStep) {
   // After step 2 rank 0 screens every candidate and all ranks run the knee of
   // the predicted front (recomputed here from the logged predictions and
-  // vNMSEs, under the run's statistical cost) until the first decision at step 10, which measures that plan as
-  // the running one. With provisional_step 0 the warm-up stays on fp16.
+  // vNMSEs under the run's statistical cost) until the first decision at
+  // step 10, which measures that plan as the running one. With
+  // provisional_step 0 the warm-up stays on fp16.
   const std::string opts =
       "families: [fp16, topk, topkc], warmup_steps: 10, check_every: 10, min_interval: 100, explore: 1,"
       " explore_steps: 2, probe: {budget_seconds: 0.5}";
