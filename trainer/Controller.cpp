@@ -166,8 +166,7 @@ void Controller::resetMeasurements() {
 
 double Controller::statCost(const CompressionStats& s, const Plan& plan) const {
   if (!(s.inputSq > 0)) return INFINITY;
-  const bool ef = opts_.stat == "ef_rate" && plan.errorFeedback();  // only ef_rate reads it
-  return statisticalCost(opts_.stat, s.errorSq / s.inputSq, s.appliedSq / s.inputSq, ef, opts_.efRateScale);
+  return statisticalCost(opts_, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq);
 }
 
 void Controller::observe(const StepMeasure& m) {

@@ -114,4 +114,8 @@ double statisticalCost(const std::string& stat, double vnmse, double gain, bool 
   return vnmse;
 }
 
+double statisticalCost(const ControllerOptions& o, const Plan& plan, double vnmse, double gain) {
+  return statisticalCost(o.stat, vnmse, gain, o.stat == "ef_rate" && plan.errorFeedback(), o.efRateScale);
+}
+
 }  // namespace gradzip::trainer

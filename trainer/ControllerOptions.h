@@ -169,5 +169,9 @@ struct ControllerOptions {
 // Non-finite inputs give +infinity.
 double statisticalCost(const std::string& stat, double vnmse, double gain, bool errorFeedback = false,
                        double efRateScale = kDefaultEfRateScale);
+// The same under `o` (its stat and ef_rate_scale) for `plan`, whose
+// error-feedback flag is read only under ef_rate: the controller's and
+// `gradzip simulate`'s one way to cost a plan.
+double statisticalCost(const ControllerOptions& o, const Plan& plan, double vnmse, double gain);
 
 }  // namespace gradzip::trainer

@@ -92,8 +92,7 @@ RunProfile loadRunProfile(const std::string& dir) {
       p.timeWeight = cfg.controller->timeWeight;
       p.knee = cfg.controller->kneeScale();
       for (size_t i = 0; i < p.candidates.size(); ++i)  // the run's statistical cost (vNMSE as loaded)
-        p.candidates[i].stat = statisticalCost(cfg.controller->stat, p.candidates[i].stat, gains[i],
-                                               p.candidates[i].plan.errorFeedback(), cfg.controller->efRateScale);
+        p.candidates[i].stat = statisticalCost(*cfg.controller, p.candidates[i].plan, p.candidates[i].stat, gains[i]);
     }
     if (std::filesystem::exists(dir + "/tta.jsonl")) {
       for (const auto& row : readJsonLines(dir + "/tta.jsonl")) {

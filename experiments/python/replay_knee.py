@@ -24,8 +24,17 @@ import math
 NO_ERROR_FEEDBACK = ("fp32", "fp16", "bf16", "cnat", "dnat", "qsgd", "gradiveq")
 
 
+def error_feedback(plan):
+    """As compress::usesErrorFeedback, from a plan key: its option, else the paper's choice."""
+    if "error_feedback: true" in plan:
+        return True
+    if "error_feedback: false" in plan:
+        return False
+    return not plan.startswith(NO_ERROR_FEEDBACK)
+
+
 def cost(vnmse, plan, stat, scale):
-    if stat == "vnmse" or plan.startswith(NO_ERROR_FEEDBACK):
+    if stat == "vnmse" or not error_feedback(plan):
         return vnmse
     return scale * vnmse / (1 - vnmse) ** 2 if vnmse < 1 else math.inf
 

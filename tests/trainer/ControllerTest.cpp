@@ -331,11 +331,9 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   std::vector<trainer::Objectives> pts;
   for (const auto& c : p["candidates"]) {
     const bool ok = c["ok"].get<bool>() && c["vnmse"].is_number();
-    const auto& o = *cfg.controller;  // the run's statistical cost
     pts.push_back(ok ? trainer::Objectives{c["predicted_step"].get<double>(),
-                                           trainer::statisticalCost(
-                                               o.stat, c["vnmse"].get<double>(), c["gain"].get<double>(),
-                                               trainer::planFromKey(c["plan"]).errorFeedback(), o.efRateScale)}
+                                           trainer::statisticalCost(*cfg.controller, trainer::planFromKey(c["plan"]),
+                                                                    c["vnmse"].get<double>(), c["gain"].get<double>())}
                      : trainer::Objectives{INFINITY, INFINITY});
   }
   const size_t knee = trainer::kneePoint(pts, cfg.controller->timeWeight, cfg.controller->kneeScale());
