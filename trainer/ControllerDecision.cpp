@@ -10,6 +10,7 @@
 #include "trainer/Controller.h"
 
 #include "comm/NetworkProbe.h"
+#include "compress/ErrorFeedback.h"
 #include "compress/Factory.h"
 #include "trainer/ControllerDetail.h"
 #include "trainer/Pareto.h"
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <span>
 
 namespace gradzip::trainer {
@@ -50,34 +52,53 @@ bool Controller::adoptObservedBeta(double margin) {
   return true;
 }
 
-Controller::Screened Controller::screen(const Plan& plan) {
+namespace {
+// Coordinates the steady-state replay of an error-feedback codec runs on:
+// the large buckets in order, up to this many (at least one bucket). The
+// statistic is a ratio of sums, which a sample of buckets estimates; 2^20
+// keeps R replays of the ~30 codec configurations near a second at BERT or
+// VGG sizes, and covers every ResNet-20 bucket.
+constexpr int64_t kSteadyStateCoordinates = int64_t(1) << 20;
+}  // namespace
+
+Controller::Screened Controller::screenCodec(const Plan& plan) {
   Screened s;
+  const bool ef = compress::usesErrorFeedback(plan.compressor, plan.options);
+  const int64_t reps = ef ? std::max<int64_t>(2, opts_.screenReps) : 2;
+  int64_t replayed = 0;  // coordinates the error-feedback replay has covered
   try {
-    auto& c = codec(plan);
     for (int k : large_) {
+      // A fresh codec per bucket: an error-feedback residual belongs to one bucket.
+      codecs_.erase(plan.key());
+      auto& c = codec(plan);
+      const auto* fed = dynamic_cast<const compress::ErrorFeedback*>(&c);
       // This rank's last local gradient (the aggregated mean would already
       // carry the current plan's rounding).
       const auto& x = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
       const int64_t d = x.numel();
-      compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(k), 0, k, 0, nullptr};
-      at::Tensor y;
-      double seconds = 0;
-      for (int rep = 0; rep < 2; ++rep) {  // the first call builds caches (tables, plans); time the second
+      const bool replay = ef && (replayed == 0 || replayed + d <= kSteadyStateCoordinates);
+      for (int64_t rep = 0; rep < (replay ? reps : 2); ++rep) {
+        // Each replay a step of its own: shared-seed randomness (THC's
+        // rotation and rounding) drawn afresh, as in training, so its errors
+        // do not add up in the residual (with one seed THC 4-bit screened
+        // 0.15 after 8 replays, against 0.02 while it runs).
+        compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(k), 0, k, rep, nullptr};
+        // The compressor's input, the residual included (as GradSync measures
+        // the running plan), before encode() moves the residual on.
+        const at::Tensor in = fed && fed->residual().defined() ? x + fed->residual() : x;
         const auto t0 = Clock::now();
         auto p = c.encode(x, ctx);
-        y = c.decode(p, d, ctx);
-        seconds = since(t0);
+        at::Tensor y = c.decode(p, d, ctx);
+        // The first call builds caches (tables, plans): time the second.
+        if (rep == 1) s.encodeDecode += since(t0);
+        // Statistics: without error feedback from the timed call; with it from
+        // the last replay of the same gradient (below).
+        if ((!ef && rep == 1) || (replay && rep + 1 == reps))
+          s.stats += measureCompression(in, y, sync_.bucketLayout(k), sync_.statWeights(k)).weighted;
+        if (rep == 1) s.bucketBits.push_back(c.bitsPerCoordinate(d, comm_.size()));  // shape-aware after an encode
       }
-      s.encodeDecode += seconds;
-      s.stats += measureCompression(x, y, sync_.bucketLayout(k), sync_.statWeights(k)).weighted;
-      comm::AlphaBetaSample coef;
-      const double bits = commCoefficientsFor(k, plan, &coef);
-      s.bits += bits * double(d);
-      s.comm += planSeconds(coef, net_);
+      if (replay) replayed += d;
     }
-    int64_t total = 0;
-    for (int k : large_) total += sync_.bucketNumel(k);
-    s.bits /= double(std::max<int64_t>(1, total));
     s.ok = true;
   } catch (const std::exception& e) {
     spdlog::debug("controller: screening {} failed: {}", plan.key(), firstLine(e.what()));
@@ -89,16 +110,32 @@ Controller::Screened Controller::screen(const Plan& plan) {
 std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec) {
   std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
   screened.assign(candidates_.size(), Screened{});
+  // encode/decode do not depend on the collective: a compressor configuration
+  // is screened once, and its candidates differ in communication alone.
+  std::map<std::string, Screened> byCodec;
   auto& cands = rec["candidates"] = nlohmann::json::array();
+  int64_t total = 0;
+  for (int k : large_) total += sync_.bucketNumel(k);
   for (size_t i = 0; i < candidates_.size(); ++i) {
+    const Plan& plan = candidates_[i].plan;
+    Plan codecOnly = plan;
+    codecOnly.collective.clear();
+    auto it = byCodec.find(codecOnly.key());
+    if (it == byCodec.end()) it = byCodec.emplace(codecOnly.key(), screenCodec(plan)).first;
     auto& s = screened[i];
-    s = screen(candidates_[i].plan);
+    s = it->second;
     if (s.ok) {
+      for (size_t j = 0; j < large_.size(); ++j) {
+        const int64_t d = sync_.bucketNumel(large_[j]);
+        s.comm += planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size()), net_);
+        s.bits += s.bucketBits[j] * double(d);
+      }
+      s.bits /= double(std::max<int64_t>(1, total));
       s.predicted = base + s.encodeDecode + s.comm;
-      pts[i] = {s.predicted, statCost(s.stats, candidates_[i].plan)};
+      pts[i] = {s.predicted, statCost(s.stats, plan)};
     }
     auto j = statsJson(s.stats);
-    cands.push_back({{"plan", candidates_[i].plan.key()},
+    cands.push_back({{"plan", plan.key()},
                      {"ok", s.ok},
                      {"bits", s.bits},
                      {"encode_decode", s.encodeDecode},
@@ -108,6 +145,7 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
                      {"gain", j["gain"]}});
   }
   rec["base_step"] = base;
+  rec["screen_reps"] = opts_.screenReps;
   std::vector<int64_t> buckets;
   for (int k : large_) buckets.push_back(sync_.bucketNumel(k));
   rec["buckets"] = buckets;
@@ -142,7 +180,8 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
   return seconds;
 }
 
-Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against) {
+Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against,
+                                        double statFloor) {
   Measured out;
   const Plan before = active_;
   for (int k : large_) sync_.setPlan(k, plan);
@@ -158,7 +197,8 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop,
       // fastest step so far (a loaded host only ever slows a step down) and
       // its statistics so far, would not replace the running plan.
       if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
-        const Objectives best{*std::min_element(steps.begin(), steps.end()), statCost(out.stats, plan)};
+        const Objectives best{*std::min_element(steps.begin(), steps.end()),
+                              std::max(statCost(out.stats, plan), statFloor)};
         if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
           out.stopped = true;
           break;
@@ -283,8 +323,20 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // The running plan as measured (its recent steps), which the candidates
   // must replace; infinite when it is re-measured.
   Objectives current{INFINITY, INFINITY};
+  // Rank 0: each candidate's screened statistical cost. A plan explored for a
+  // few steps, or running since the last decision, has not built its
+  // error-feedback residual up yet: its cost is the larger of what it measured
+  // and this (screenCodec's steady-state replay).
+  std::vector<double> floor(candidates_.size(), 0.0);
+  double activeFloor = 0;  // the running plan's
+  bool adopt = false;      // a network decision's lone knee, adopted without exploring
+  bool stale = false;      // rank 0: the running plan's recent steps straddle a network change
   if (comm_.rank() == 0) {
     const auto pts = screenAll(baseStep(recent_), screened, rec);
+    for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
+    const auto self = std::find_if(candidates_.begin(), candidates_.end(),
+                                   [&](const Candidate& c) { return c.plan == active_; });
+    if (self != candidates_.end()) activeFloor = floor[size_t(self - candidates_.begin())];
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
     // a fall only plans that compress less than the running one are
     // explored, after a rise only plans that compress more. Without it the
@@ -312,16 +364,43 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     }
     // The knee first, then the knee of what is left, and so on.
     // After a network change the running plan's own recent steps straddle
-    // the change, so it is explored afresh like the others; otherwise its
-    // recent steps measure it.
+    // the change and do not measure it (below); otherwise they do.
     // Unless the soundings just measured the link unchanged (the detector's
     // alarm was noise): then the running plan's recent steps still hold.
     const bool remeasure = networkTrigger && !(bySoundings && !networkChanged);
+    stale = remeasure;
     if (networkTrigger && !remeasure) rec["remeasure"] = "no: the soundings found the link unchanged";
     // Otherwise a candidate is worth exploring only if, predicted
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
-    if (!remeasure && !steps_.empty()) current = {median(steps_), statCost(recentStats_, active_)};
+    if (!remeasure && !steps_.empty())
+      current = {median(steps_), std::max(statCost(recentStats_, active_), activeFloor)};
+    // At a network decision the bar is the knee of the predicted front at the
+    // new α and β instead, the cost model standing in for the running plan's
+    // steps that straddle the change, with the model's error on the
+    // challengers' side (the knee explore_margin slower): the running plan
+    // stays, nothing explored, if it could replace the knee so; otherwise
+    // only the knee and the candidates that could replace it so are
+    // explored, and a knee none can challenge is adopted without exploring.
+    // Each exploration there cost 5-8 s on schedule_c1 (3 or 4 candidates,
+    // the running plan re-measured), against a model within ~5% of the
+    // measured steps.
+    Objectives bar = current;
+    double barMargin = opts_.exploreMargin;  // on the candidate's predicted time
+    if (remeasure && !paretoFront(remaining).empty()) {
+      const size_t knee = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
+      bar = {remaining[knee].time * (1 + opts_.exploreMargin), remaining[knee].stat};
+      barMargin = 0;
+      const auto self = std::find_if(candidates_.begin(), candidates_.end(),
+                                     [&](const Candidate& c) { return c.plan == active_; });
+      const size_t s = size_t(self - candidates_.begin());
+      if (self != candidates_.end() && std::isfinite(pts[s].time) &&
+          (s == knee || couldReplace(bar, pts[s], 0.0, opts_.timeWeight, opts_.kneeScale()))) {
+        rec["kept"] = "the running plan is predicted within explore_margin of the knee at the new network";
+        stale = false;  // its recent steps, the best measure there is, stand for it
+        remaining.assign(remaining.size(), Objectives{INFINITY, INFINITY});
+      }
+    }
     // One candidate per compressor configuration: its collectives share the
     // statistics, and the screening's best-placed one stands for them, so
     // the explored steps go to different compressors.
@@ -329,30 +408,32 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     std::vector<std::string> compressors;
     while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
       const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
+      const bool isBar = remeasure && exploreList.empty();  // the predicted knee itself
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
       Plan codecOnly = candidates_[i].plan;
       codecOnly.collective.clear();
       const std::string compressor = codecOnly.key();
       if (std::find(compressors.begin(), compressors.end(), compressor) != compressors.end()) continue;
-      if (!remeasure && !couldReplace(current, pts[i], opts_.exploreMargin, opts_.timeWeight, opts_.kneeScale())) {
+      if (!isBar && !couldReplace(bar, pts[i], barMargin, opts_.timeWeight, opts_.kneeScale())) {
         skipped.push_back(candidates_[i].plan.key());
         continue;
       }
       exploreList.push_back(int64_t(i));
       compressors.push_back(compressor);
     }
-    if (remeasure)
-      for (size_t i = 0; i < candidates_.size(); ++i)
-        if (candidates_[i].plan == active_ && screened[i].ok) exploreList.push_back(int64_t(i));
+    adopt = remeasure && exploreList.size() == 1;
+    if (adopt) rec["adopted"] = "the predicted knee: no other candidate could replace it within explore_margin";
   }
-  // [count, the candidates (+ the running plan)].
+  // [count, adopt without exploring, the candidates].
   auto list = torch::full({opts_.explore + 2}, int64_t(-1), torch::kLong);
   list[0] = int64_t(exploreList.size());
-  for (size_t i = 0; i < exploreList.size(); ++i) list[i + 1] = exploreList[i];
+  list[1] = adopt ? 1 : 0;
+  for (size_t i = 0; i < exploreList.size(); ++i) list[i + 2] = exploreList[i];
   comm_.broadcast(list, 0).wait();
   exploreList.clear();
-  for (int64_t i = 0; i < list[0].item<int64_t>(); ++i) exploreList.push_back(list[i + 1].item<int64_t>());
+  adopt = list[1].item<int64_t>() != 0;
+  for (int64_t i = 0; i < list[0].item<int64_t>(); ++i) exploreList.push_back(list[i + 2].item<int64_t>());
 
   // 3. Exploration from an in-memory checkpoint, restored after each
   // candidate, in knee order. The race (explore_min_steps) runs against the
@@ -367,27 +448,44 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   std::vector<Measured> measured;
   std::vector<Objectives> sofar;
   if (std::isfinite(current.time)) sofar.push_back(current);
-  for (int64_t i : exploreList) {
+  for (int64_t i : adopt ? std::vector<int64_t>{} : exploreList) {
     const Objectives against = paretoFront(sofar).empty()
                                    ? Objectives{INFINITY, INFINITY}
                                    : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale())];
-    measured.push_back(explore(candidates_[i].plan, loop, race, against));
+    measured.push_back(explore(candidates_[i].plan, loop, race, against, floor[size_t(i)]));
     if (measured.back().ok)
-      sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan)});
+      sofar.push_back({measured.back().step,
+                       std::max(statCost(measured.back().stats, candidates_[i].plan), floor[size_t(i)])});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
   rec["explore_seconds"] = since(t0);
 
-  // 4. The knee of the measured points (the current plan from its recent steps).
+  // 4. The knee of the measured points (the current plan from its recent
+  // steps), or the adopted knee with its predicted step as the reference.
   int64_t chosen = -2;  // -2: keep the current plan
   double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
+  const double currentStep = steps_.empty() ? INFINITY : median(steps_);
   if (comm_.rank() == 0) {
+    auto cj = statsJson(recentStats_);
+    rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
+                      {"gain", cj["gain"]}, {"steps", recent_.size()}};
+  }
+  if (comm_.rank() == 0 && adopt) {
+    const auto& s = screened[size_t(exploreList[0])];
+    rec["explored"] = nlohmann::json::array();
+    chosen = exploreList[0];
+    followup_ = {};
+    followup_.step = step;
+    followup_.predicted = followup_.explored = stepRef = s.predicted;
+    syncRef = s.encodeDecode + s.comm;
+  } else if (comm_.rank() == 0) {
     std::vector<Objectives> pts;
     auto& ex = rec["explored"] = nlohmann::json::array();
     for (size_t i = 0; i < exploreList.size(); ++i) {
       const auto& m = measured[i];
-      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats, candidates_[exploreList[i]].plan)}
+      const size_t c = size_t(exploreList[i]);
+      pts.push_back(m.ok ? Objectives{m.step, std::max(statCost(m.stats, candidates_[c].plan), floor[c])}
                          : Objectives{INFINITY, INFINITY});
       auto j = statsJson(m.stats);
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
@@ -401,16 +499,11 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                     {"gain", j["gain"]}});
     }
     // The running plan's step time now: the median of its latest steps (its
-    // mean since the last decision would hide a network that just changed).
-    const double currentStep = steps_.empty() ? INFINITY : median(steps_);
-    const bool remeasured = std::find_if(exploreList.begin(), exploreList.end(), [&](int64_t i) {
-                              return candidates_[i].plan == active_;
-                            }) != exploreList.end();
-    pts.push_back(std::isfinite(currentStep) && !remeasured ? Objectives{currentStep, statCost(recentStats_, active_)}
-                                                            : Objectives{INFINITY, INFINITY});
-    auto cj = statsJson(recentStats_);
-    rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
-                      {"gain", cj["gain"]}, {"steps", recent_.size()}};
+    // mean since the last decision would hide a network that just changed),
+    // unless they straddle a network change.
+    pts.push_back(std::isfinite(currentStep) && !stale
+                      ? Objectives{currentStep, std::max(statCost(recentStats_, active_), activeFloor)}
+                      : Objectives{INFINITY, INFINITY});
     if (!paretoFront(pts).empty()) {
       const size_t k = kneePoint(pts, opts_.timeWeight, opts_.kneeScale());
       chosen = k < exploreList.size() ? exploreList[k] : -2;
@@ -455,7 +548,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   ++decisions_;
   writeDecision(rec.dump());
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,
-               opts_.pin ? "would pick" : "picked", pick.key(), exploreList.size(), rec["explore_seconds"].get<double>());
+               opts_.pin ? "would pick" : "picked", pick.key(), adopt ? 0 : exploreList.size(),
+               rec["explore_seconds"].get<double>());
 }
 
 }  // namespace gradzip::trainer

@@ -10,7 +10,11 @@
 
 namespace gradzip::trainer {
 
-ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
+std::string ControllerOptions::defaultStat(const std::string& optimizer) {
+  return optimizer == "sgd" ? "ef_rate" : "vnmse";
+}
+
+ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& optimizer) {
   ControllerOptions o;
   const auto known = compress::compressorNames();
   o.families = r.getStringList("families", o.families);
@@ -36,9 +40,10 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r) {
     if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
   o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
   o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
-  o.stat = r.getEnum("stat", o.stat, {"vnmse", "gain", "ef", "ef_rate"});
+  o.stat = r.getEnum("stat", defaultStat(optimizer), {"ef_rate", "vnmse", "gain", "ef"});
   o.efRateScale = r.getDouble("ef_rate_scale", o.efRateScale, 0.0, 1.0);
   o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
+  o.screenReps = r.getInt("screen_reps", o.screenReps, 2, 1000);
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
@@ -80,6 +85,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["stat"] = stat;
   n["ef_rate_scale"] = efRateScale;
   n["geometry"] = geometry;
+  n["screen_reps"] = screenReps;
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
   n["explore_steps"] = exploreSteps;

@@ -62,13 +62,14 @@ void compressFromYaml(YamlReader& root, TrainConfig& c) {
   YAML::Node node = root.raw("compress");
   if (node.IsScalar() && node.as<std::string>() == "auto") {
     c.controller = ControllerOptions{};
+    c.controller->stat = ControllerOptions::defaultStat(c.optim.name);
     c.plan = c.controller->initial;
     return;
   }
   YamlReader r(node, root.file(), "compress");
   if (node.IsMap() && node["name"] && node["name"].IsScalar() && node["name"].as<std::string>() == "auto") {
     r.getString("name", "auto");
-    c.controller = ControllerOptions::fromYaml(r);
+    c.controller = ControllerOptions::fromYaml(r, c.optim.name);
     c.plan = c.controller->pin ? *c.controller->pin : c.controller->initial;
     return;
   }

@@ -139,7 +139,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->minInterval, 200);
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
-  EXPECT_EQ(cfg.controller->stat, "vnmse");
+  EXPECT_EQ(cfg.controller->stat, "ef_rate");  // SGD's default (ControllerOptions::defaultStat)
   EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.015);
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
   EXPECT_EQ(cfg.controller->gainScope, "family");
@@ -155,8 +155,21 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   ASSERT_TRUE(cfg.controller && cfg.controller->pin);
   EXPECT_EQ(cfg.plan.compressor, "thc");
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.8);
-  EXPECT_EQ(parse("{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->stat, "ef_rate");
-  EXPECT_DOUBLE_EQ(parse("{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->efRateScale, 0.02);
+  // Under AdamW the default is vnmse (no error-feedback bound there), in
+  // both spellings of `auto`; an explicit stat wins.
+  auto parseWith = [](const std::string& optim, const std::string& compress) {
+    auto r = YamlReader::loadString("model: {name: mlp}\ndata: {dataset: fashion_mnist}\noptim: " + optim +
+                                        "\ncompress: " + compress + "\n",
+                                    "c.yaml");
+    return trainer::TrainConfig::fromYaml(r);
+  };
+  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "auto").controller->stat, "vnmse");
+  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "{name: auto, time_weight: 0.9}").controller->stat, "vnmse");
+  EXPECT_EQ(parseWith("{name: adamw, lr: 0.001}", "{name: auto, stat: ef_rate, ef_rate_scale: 0.02}").controller->stat,
+            "ef_rate");
+  EXPECT_DOUBLE_EQ(parseWith("{name: sgd}", "{name: auto, ef_rate_scale: 0.02}").controller->efRateScale, 0.02);
+  EXPECT_EQ(cfg.controller->screenReps, 8);
+  EXPECT_EQ(parse("{name: auto, screen_reps: 2}").controller->screenReps, 2);
   // The effective config round-trips through YAML.
   YAML::Emitter e;
   e << cfg.toYaml();
@@ -176,6 +189,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, stat: mse}", "compress.stat");
   expectError("{name: auto, geometry: adam}", "compress.geometry");
   expectError("{name: auto, ef_rate_scale: 2}", "compress.ef_rate_scale");
+  expectError("{name: auto, screen_reps: 1}", "compress.screen_reps");
   expectError("{name: auto, gain_scope: everything}", "compress.gain_scope");
   expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
   expectError("{name: auto, explore_min_steps: -1}", "compress.explore_min_steps");
@@ -255,18 +269,23 @@ TEST_F(ControllerTrainTest, PinnedExplorationLeavesTrainingBitIdentical) {
     EXPECT_EQ(a[i]["metrics"]["accuracy"].get<double>(), b[i]["metrics"]["accuracy"].get<double>()) << "row " << i;
     EXPECT_EQ(b[i]["plan"], "topk{ratio: 0.1}@allgather");
   }
-  // It did explore: every decision lists measured candidates.
-  int decisions = 0;
+  // It did explore: every decision lists measured candidates, except
+  // network-type ones (loopback's timing noise) that kept the running plan
+  // or adopted the predicted knee without exploring.
+  int explored = 0;
   double exploring = 0;
   for (const auto& r : jsonLines(pinned.runDir() + "/decisions.jsonl")) {
     if (r["event"] != "decision") continue;
-    ++decisions;
     EXPECT_TRUE(r["pinned"].get<bool>());
-    ASSERT_FALSE(r["explored"].empty()) << r.dump();
+    if (r["explored"].empty()) {
+      EXPECT_TRUE(r.contains("kept") || r.contains("adopted")) << r.dump();
+      continue;
+    }
+    ++explored;
     for (const auto& e : r["explored"]) EXPECT_GT(e["measured_step"].get<double>(), 0) << r.dump();
     exploring += r["explore_seconds"].get<double>();
   }
-  EXPECT_GE(decisions, 1);
+  EXPECT_GE(explored, 1);
   // The exploration time is charged to training time: the run's clock holds it
   // on top of its 60 steps, each of which takes time too.
   EXPECT_GT(b.back()["train_seconds"].get<double>(), exploring);
@@ -419,6 +438,50 @@ TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
   }
   EXPECT_EQ(otherFamilies["family"], 0);
   EXPECT_GE(otherFamilies["all"], 1);
+}
+
+TEST_F(ControllerTrainTest, ScreeningReplaysErrorFeedbackCodecsToTheirSteadyState) {
+  // The same deterministic run twice up to its first decision (fp16 until
+  // then: no provisional plan), screening with 8 and with 2 replays of the
+  // step-10 gradient. Two large buckets of different sizes (the MLP's
+  // 784x64 weight, then its other tensors: small_bucket_kb 1): every
+  // error-feedback candidate must screen on both, with a fresh residual per
+  // bucket. TopK's replays feed it its residual, which fills in the
+  // coordinates it dropped: its vNMSE on the 8th replay must exceed that on
+  // the 2nd (ResNet-20: 0.90 against 0.76 at 1.1%). fp16 has no residual:
+  // the same statistics either way. A configuration's collectives share its
+  // screening: TopK over all-gather and over the engine, identical vNMSE.
+  std::map<int64_t, std::map<std::string, double>> vnmse;  // per screen_reps, per plan
+  for (const int64_t reps : {8, 2}) {
+    const auto cfg = gradzip::testing::mlpConfig(
+        dir.path() + "/" + std::to_string(reps),
+        "{name: auto, families: [fp16, topk], ratios: [0.01, 0.001], warmup_steps: 10, provisional_step: 0,"
+        " explore: 1, explore_steps: 2, small_bucket_kb: 1, screen_reps: " + std::to_string(reps) +
+            ", probe: {budget_seconds: 0.5}}",
+        "train: {max_steps: 10, eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30, bucket_mb: 0.1}\n");
+    train(cfg);
+    int decisions = 0;
+    for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
+      if (r["event"] != "decision") continue;
+      ++decisions;
+      ASSERT_EQ(r["buckets"].size(), 2u) << r["buckets"].dump();
+      EXPECT_NE(r["buckets"][0], r["buckets"][1]);
+      EXPECT_EQ(r["screen_reps"], reps);
+      for (const auto& c : r["candidates"]) {
+        ASSERT_TRUE(c["ok"].get<bool>()) << c.dump();
+        vnmse[reps][c["plan"].get<std::string>()] = c["vnmse"].get<double>();
+      }
+    }
+    ASSERT_EQ(decisions, 1);
+    for (const std::string ratio : {"0.01", "0.001"})
+      EXPECT_EQ(vnmse[reps].at("topk{ratio: " + ratio + "}@allgather"), vnmse[reps].at("topk{ratio: " + ratio + "}@engine"));
+  }
+  for (const std::string ratio : {"0.01", "0.001"}) {
+    const std::string key = "topk{ratio: " + ratio + "}@allgather";
+    std::cout << key << " screened vNMSE: " << vnmse[2].at(key) << " (2 replays), " << vnmse[8].at(key) << " (8)\n";
+    EXPECT_GT(vnmse[8].at(key), vnmse[2].at(key)) << key;  // here 0.87 against 0.79 at 1%, 0.966 against 0.958 at 0.1%
+  }
+  EXPECT_EQ(vnmse[8].at("fp16@engine"), vnmse[2].at("fp16@engine"));
 }
 
 TEST_F(ControllerTrainTest, MeasuresAdamsStatisticsInItsUpdateGeometry) {

@@ -1,0 +1,119 @@
+"""How well replaying one gradient estimates an error-feedback compressor's
+steady-state vNMSE (the controller's screening, trainer/Controller.h
+screenCodec and `screen_reps`).
+
+Trains ResNet-20 on Fashion-MNIST on one process (batch 128, the two-rank
+suites' global batch; SGD lr 0.05 with momentum 0.9, Nesterov, weight decay
+5e-4 and 50 warm-up steps, as experiments/suites/schedule_c1.yaml), keeps the
+flattened gradients of steps 60-300, and runs TopK and TopKC (chunks of 64,
+b = 16(JC/d + 1/C) bits, end-to-end-utility paper §3.1.2) with error feedback
+(e ← x − C(x), x = g + e) over them. vNMSE = ||x − C(x)||²/||x||² of the
+compressor's input, the residual included, as GradSync measures a running
+plan. Prints per compressor:
+  - "running": the mean vNMSE along the sequence from step 180 (the steady
+    state the plan trains in; the gradients come from an uncompressed run);
+  - at steps t0 = 140, 200, 260: "fresh", the vNMSE on g_t0 alone (what
+    screening measured before screen_reps); "R2/R4/R8", the vNMSE of the
+    R-th replay of g_t0 with its own residual (screen_reps R); "W4/W8",
+    error feedback over the last 4 or 8 distinct gradients.
+Offline analysis (about two minutes on two cores); not a test.
+
+Usage: .venv/bin/python experiments/python/ef_steady_state.py [--steps 300]
+"""
+import argparse
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fmnist  # noqa: E402
+import gz_models  # noqa: E402
+
+
+def gradients(steps, first):
+    torch.manual_seed(1)
+    transform = fmnist.Transform(2, True, [fmnist.DEFAULT_MEAN], [fmnist.DEFAULT_STD])
+    x, y = fmnist.load(train=True)
+    loader = fmnist.Loader(x, y, 0, 1, 128, True, True, 1, transform, augment=True)
+    model = gz_models.make_model("resnet20", in_channels=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    out = []
+    for step, (xb, yb) in enumerate(loader.epoch(0)):
+        for g in opt.param_groups:
+            g["lr"] = 0.05 * min(1.0, (step + 1) / 50)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        if step >= first:
+            out.append(torch.cat([p.grad.flatten() for p in model.parameters()]).clone())
+        opt.step()
+        if step == steps:
+            break
+    return torch.stack(out)
+
+
+def topk(ratio, d):
+    k = max(1, math.ceil(ratio * d))
+
+    def c(x):
+        i = x.abs().topk(k).indices
+        out = torch.zeros_like(x)
+        out[i] = x[i]
+        return out
+    return c
+
+
+def topkc(bits, d, chunk=64):
+    n = d // chunk  # the tail chunk is left out here
+    j = max(1, int((bits / 16 - 1 / chunk) * d / chunk))
+
+    def c(x):
+        chunks = x[: n * chunk].view(n, chunk)
+        i = chunks.pow(2).sum(1).topk(j).indices
+        out = torch.zeros_like(x)
+        out[: n * chunk].view(n, chunk)[i] = chunks[i]
+        return out
+    return c
+
+
+def vnmse(x, c):
+    return ((x - c).pow(2).sum() / x.pow(2).sum()).item()
+
+
+def error_fed(c, seq):
+    """The vNMSE of every step of error feedback over the gradients in seq."""
+    e = torch.zeros_like(seq[0])
+    out = []
+    for g in seq:
+        x = g + e
+        y = c(x)
+        e = x - y
+        out.append(vnmse(x, y))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=300)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    first = 60
+    g = gradients(args.steps, first)
+    d = g.shape[1]
+    comps = {"TopK 3.3%": topk(0.033, d), "TopK 1.1%": topk(0.011, d), "TopK 0.4%": topk(0.004, d),
+             "TopK 0.1%": topk(0.001, d), "TopKC 2 bits": topkc(2, d), "TopKC 0.5 bits": topkc(0.5, d)}
+    print(f"{g.shape[0]} gradients (steps {first}-{args.steps}) of {d} coordinates")
+    for name, c in comps.items():
+        run = error_fed(c, g)
+        print(f"{name}: running {sum(run[120:]) / len(run[120:]):.3f}")
+        for t0 in (140, 200, 260):
+            i = t0 - first
+            reps = error_fed(c, [g[i]] * 8)
+            win = {w: error_fed(c, g[i - w + 1: i + 1])[-1] for w in (4, 8)}
+            print(f"  t0 {t0}: fresh {vnmse(g[i], c(g[i])):.3f}  R2 {reps[1]:.3f}  R4 {reps[3]:.3f}  "
+                  f"R8 {reps[7]:.3f}  W4 {win[4]:.3f}  W8 {win[8]:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
