@@ -35,6 +35,7 @@ constexpr size_t kRecentCap = 1000;
 // worth re-deciding for (the window it is the median of: kRatioWindow,
 // trainer/ControllerDetail.h).
 constexpr double kMinImpact = 0.10;
+constexpr int64_t kPersist = int64_t(kRatioWindow / 2 + 1);  // steps a network change must persist (afterStep)
 
 enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
 const char* reasonName(int64_t r) {
@@ -284,14 +285,18 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {
-    // A network or step-time change must persist for kRatioWindow steps
-    // before it is acted on: by then the latest observations (α-β refit, the
-    // running plan's step time) all see the new network, not a mix, and a
-    // burst of noise has passed.
+    // A network or step-time change must persist for kPersist steps before
+    // it is acted on: the detectors see it once the median of their
+    // kRatioWindow observations has moved (kRatioWindow/2 + 1 of them), and
+    // kPersist steps later every observation in the window (β from the
+    // running plan's collectives, its step time) sees the new network, not a
+    // mix, and a burst of noise has passed. It used to be kRatioWindow
+    // steps, at checks every 10 steps: 23-26 steps from a slowdown to the
+    // decision on schedule_c1, ~0.25 s a step too slow on fp16.
     const bool changed = netTriggered_ || stepTriggered_;
     if (!changed) changeSince_ = -1;
     else if (changeSince_ < 0) changeSince_ = step;
-    const bool settled = changed && step - changeSince_ >= int64_t(kRatioWindow);
+    const bool settled = changed && step - changeSince_ >= kPersist;
     const int64_t elapsed = step - lastDecision_;
     if (!decided_)
       reason = kInitial;

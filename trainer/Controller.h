@@ -49,7 +49,9 @@
 // with the model's prediction every step, and a drift of their ratio beyond
 // network_drift (or of the step time against the one measured for the chosen
 // plan when it was chosen: trigger "step_time") refits α and β (comm/LinkFitter.h over the observations since
-// the drift began when they identify both, else a fresh probe) and re-decides.
+// the drift began when they identify both, else α from a short probe and β from
+// the running plan's collectives, or a full probe when those give none) and
+// re-decides.
 // While the running plan is latency-bound, its collectives cannot show the
 // bandwidth: timed all-reduces every sound_every steps do (trainer/BandwidthSounding.h),
 // and two in a row that see the link change call a decision (trigger
@@ -173,6 +175,10 @@ class Controller {
   // 0 then adopts it when slower than the model by more than `margin`
   // (relative); true (on rank 0) if it did.
   bool adoptObservedBeta(double margin);
+  // Collective: observedBeta of the running plan's latest collectives, the
+  // smallest over ranks (see adoptObservedBeta); +infinity where too few
+  // of them were well above their latency term.
+  double observedBetaOfRanks();
   // Collective: `plan` for explore_steps steps (the first untimed). With
   // `race`, rank 0 stops it after explore_min_steps timed steps once its
   // fastest step and statistics so far could not replace `against` (the

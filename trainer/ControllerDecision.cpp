@@ -42,10 +42,14 @@ double baseStep(std::span<const StepMeasure> steps) {
 }
 }  // namespace
 
-bool Controller::adoptObservedBeta(double margin) {
+double Controller::observedBetaOfRanks() {
   auto t = torch::full({1}, observedBeta(lastSamples_, net_.alpha), torch::kDouble);
   comm_.allReduce(t, comm::ReduceOp::Min).wait();
-  const double observed = t.item<double>();
+  return t.item<double>();
+}
+
+bool Controller::adoptObservedBeta(double margin) {
+  const double observed = observedBetaOfRanks();
   if (comm_.rank() != 0 || !std::isfinite(observed)) return false;
   if (!(observed > net_.beta * (1 + margin))) return false;
   net_.beta = observed;
@@ -59,6 +63,9 @@ namespace {
 // keeps R replays of the ~30 codec configurations near a second at BERT or
 // VGG sizes, and covers every ResNet-20 bucket.
 constexpr int64_t kSteadyStateCoordinates = int64_t(1) << 20;
+// Budget of the α-only probe of a network decision (two small sizes: ~10
+// round trips even at 50 ms of latency).
+constexpr double kQuickProbeSeconds = 0.5;
 }  // namespace
 
 Controller::Screened Controller::screenCodec(const Plan& plan) {
@@ -286,15 +293,31 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       if (adoptObservedBeta(opts_.networkDrift))
         rec["refit"] = "least squares for α; β from the running plan's latest collectives (slower than the fit)";
     } else {
-      net_ = comm::probe(comm_, opts_.probe);
-      const double probed = net_.beta;
-      rec["refit"] = "probe";
-      // A token-bucket shaper lets the probe's small messages through at
-      // line rate (its burst), so the probe can see a fast link that the
-      // running plan's collectives do not: β from those, when slower, wins.
-      if (adoptObservedBeta(0.0)) {
-        rec["beta_probe"] = probed;
-        rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
+      // α from a short probe of small messages, β from the running plan's
+      // collectives since the change (observedBeta: the median of those
+      // well above their latency term). A token-bucket shaper lets a probe's
+      // messages through at line rate up to its burst, so the collectives
+      // are the better measure of β anyway; the full probe (up to
+      // budget_seconds, 4 s: 3-4 s of each network decision on schedule_c1
+      // at 20 and 5 Mbit/s) only where they give none.
+      comm::ProbeOptions quick = opts_.probe;
+      quick.sizes = {1 << 10, 4 << 10};
+      quick.budgetSeconds = std::min(kQuickProbeSeconds, opts_.probe.budgetSeconds);
+      net_ = comm::probe(comm_, quick);
+      const double observed = observedBetaOfRanks();
+      if (std::isfinite(observed)) {
+        net_.beta = observed;
+        rec["refit"] = "short probe for α; β from the observed collectives";
+      } else {
+        net_ = comm::probe(comm_, opts_.probe);
+        const double probed = net_.beta;
+        rec["refit"] = "probe";
+        // The probe can see a fast link that the running plan's collectives
+        // do not (the burst): β from those, when slower, wins.
+        if (adoptObservedBeta(0.0)) {
+          rec["beta_probe"] = probed;
+          rec["refit"] = "probe for α; β from the observed collectives (slower than the probe saw)";
+        }
       }
     }
     rec["alpha_before"] = before.alpha;

@@ -121,11 +121,13 @@ struct ControllerOptions {
   // (Pareto.h couldReplace; the cost model is within ~5% on measured runs).
   // Not applied when the running plan must be re-measured (network decisions).
   double exploreMargin = 0.05;
-  int64_t checkEvery = 10;        // steps between trigger checks (one 8-byte broadcast each)
+  // Steps between trigger checks (one 16-byte broadcast each). 5, not 10:
+  // a network change waits for the next check after it has persisted.
+  int64_t checkEvery = 5;
   int64_t minInterval = 200;      // steps between a decision and the next gain-triggered one
   // Steps between a decision and the next network- or step-time-triggered
   // one: a link that changed is acted on soon (the change must still persist
-  // 9 steps), while gain drift, which moves slowly, waits min_interval.
+  // 5 steps), while gain drift, which moves slowly, waits min_interval.
   int64_t networkInterval = 30;
   double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
   // Which plans a gain-triggered decision may move to: "family", the running

@@ -526,7 +526,7 @@ TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   // takes ~80 ms a step and a sparse plan wins by an order of magnitude.
   // Stated bound: a decision moves to a cheaper plan within 30 steps of the
   // slowdown (the median of 9 observations flips after 5, the change must
-  // persist 9 more steps, and checks come every 5 steps; network_interval =
+  // persist 5 more steps, and checks come every 5 steps; network_interval =
   // 10 after an earlier decision could add to that).
   auto o = launchEmulated("0e:unshaped,0.03e:10", "max_steps: 200, eval_every: 5, eval_batches: 1",
                           "families: [fp32, fp16, topk, topkc], time_weight: 0.3, warmup_steps: 10, check_every: 5,"
