@@ -357,9 +357,11 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   if (comm_.rank() == 0) {
     const auto pts = screenAll(baseStep(recent_), screened, rec);
     for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
-    const auto self = std::find_if(candidates_.begin(), candidates_.end(),
-                                   [&](const Candidate& c) { return c.plan == active_; });
-    if (self != candidates_.end()) activeFloor = floor[size_t(self - candidates_.begin())];
+    // The running plan among the candidates (candidates_.size() if not: pinned to another plan).
+    const size_t self = size_t(std::find_if(candidates_.begin(), candidates_.end(),
+                                            [&](const Candidate& c) { return c.plan == active_; }) -
+                               candidates_.begin());
+    if (self < candidates_.size()) activeFloor = floor[self];
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
     // a fall only plans that compress less than the running one are
     // explored, after a rise only plans that compress more. Without it the
@@ -369,9 +371,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // → 0.1% at 20 Mbit/s). Network-triggered decisions may move either way.
     auto remaining = pts;
     if (reason == "gain") {
-      const auto self = std::find_if(candidates_.begin(), candidates_.end(),
-                                     [&](const Candidate& c) { return c.plan == active_; });
-      const double own = self == candidates_.end() ? NAN : pts[size_t(self - candidates_.begin())].stat;
+      const double own = self < candidates_.size() ? pts[self].stat : NAN;
       const double change = gainDrift_.signedChange();
       remaining = followGain(pts, own, change);
       // gain_scope: family keeps it to the running compressor's own grid.
@@ -414,11 +414,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       const size_t knee = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       bar = {remaining[knee].time * (1 + opts_.exploreMargin), remaining[knee].stat};
       barMargin = 0;
-      const auto self = std::find_if(candidates_.begin(), candidates_.end(),
-                                     [&](const Candidate& c) { return c.plan == active_; });
-      const size_t s = size_t(self - candidates_.begin());
-      if (self != candidates_.end() && std::isfinite(pts[s].time) &&
-          (s == knee || couldReplace(bar, pts[s], 0.0, opts_.timeWeight, opts_.kneeScale()))) {
+      if (self < candidates_.size() && std::isfinite(pts[self].time) &&
+          (self == knee || couldReplace(bar, pts[self], 0.0, opts_.timeWeight, opts_.kneeScale()))) {
         rec["kept"] = "the running plan is predicted within explore_margin of the knee at the new network";
         stale = false;  // its recent steps, the best measure there is, stand for it
         remaining.assign(remaining.size(), Objectives{INFINITY, INFINITY});
