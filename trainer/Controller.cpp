@@ -165,9 +165,9 @@ void Controller::resetMeasurements() {
   syncs_.clear();
 }
 
-double Controller::statCost(const CompressionStats& s, const Plan& plan) const {
+double Controller::statCost(const CompressionStats& s, const Plan& plan, double floor) const {
   if (!(s.inputSq > 0)) return INFINITY;
-  return statisticalCost(opts_, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq);
+  return std::max(floor, statisticalCost(opts_, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq));
 }
 
 void Controller::observe(const StepMeasure& m) {

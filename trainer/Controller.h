@@ -187,8 +187,10 @@ class Controller {
   // `statFloor`: the candidate's screened statistical cost, below which its
   // few explored steps do not bring it (their residual is still building up).
   Measured explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against, double statFloor);
-  // opts_.stat of `plan`'s statistics (statisticalCost).
-  double statCost(const CompressionStats& s, const Plan& plan) const;
+  // opts_.stat of `plan`'s statistics (statisticalCost), at least `floor`:
+  // its screened cost, where the statistics come from steps run before its
+  // error-feedback residual has built up (explored, or since the last decision).
+  double statCost(const CompressionStats& s, const Plan& plan, double floor = 0) const;
   void applyPlan(const Plan& large, int64_t step);
   compress::Compressor& codec(const Plan& plan);
   double commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out);

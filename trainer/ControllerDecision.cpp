@@ -204,8 +204,7 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop,
       // fastest step so far (a loaded host only ever slows a step down) and
       // its statistics so far, would not replace the running plan.
       if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
-        const Objectives best{*std::min_element(steps.begin(), steps.end()),
-                              std::max(statCost(out.stats, plan), statFloor)};
+        const Objectives best{*std::min_element(steps.begin(), steps.end()), statCost(out.stats, plan, statFloor)};
         if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
           out.stopped = true;
           break;
@@ -397,7 +396,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
     if (!remeasure && !steps_.empty())
-      current = {median(steps_), std::max(statCost(recentStats_, active_), activeFloor)};
+      current = {median(steps_), statCost(recentStats_, active_, activeFloor)};
     // At a network decision the bar is the knee of the predicted front at the
     // new α and β instead, the cost model standing in for the running plan's
     // steps that straddle the change, with the model's error on the
@@ -474,8 +473,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                                    : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale())];
     measured.push_back(explore(candidates_[i].plan, loop, race, against, floor[size_t(i)]));
     if (measured.back().ok)
-      sofar.push_back({measured.back().step,
-                       std::max(statCost(measured.back().stats, candidates_[i].plan), floor[size_t(i)])});
+      sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
@@ -505,7 +503,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     for (size_t i = 0; i < exploreList.size(); ++i) {
       const auto& m = measured[i];
       const size_t c = size_t(exploreList[i]);
-      pts.push_back(m.ok ? Objectives{m.step, std::max(statCost(m.stats, candidates_[c].plan), floor[c])}
+      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats, candidates_[c].plan, floor[c])}
                          : Objectives{INFINITY, INFINITY});
       auto j = statsJson(m.stats);
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
@@ -522,7 +520,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // mean since the last decision would hide a network that just changed),
     // unless they straddle a network change.
     pts.push_back(std::isfinite(currentStep) && !stale
-                      ? Objectives{currentStep, std::max(statCost(recentStats_, active_), activeFloor)}
+                      ? Objectives{currentStep, statCost(recentStats_, active_, activeFloor)}
                       : Objectives{INFINITY, INFINITY});
     if (!paretoFront(pts).empty()) {
       const size_t k = kneePoint(pts, opts_.timeWeight, opts_.kneeScale());

@@ -78,7 +78,8 @@ class FakeTimedLoop final : public trainer::ControlledLoop {
 
   std::map<std::string, int> explored_;  // exploreStep calls per compressor
   int restores_ = 0;
-  std::map<std::string, double> seconds_{{"fp16", 0.05}, {"bf16", 0.05}, {"topk", 1.0}, {"topkc", 0.02}};  // step time per compressor
+  // Step time per compressor.
+  std::map<std::string, double> seconds_{{"fp16", 0.05}, {"bf16", 0.05}, {"topk", 1.0}, {"topkc", 0.02}};
 
  private:
   static std::vector<std::pair<std::string, torch::Tensor>> named(torch::nn::Module& m) {
@@ -224,13 +225,16 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
       pts.push_back(c["ok"].get<bool>()
                         ? trainer::Objectives{c["predicted_step"].get<double>(),
                                               trainer::statisticalCost(opts, trainer::planFromKey(c["plan"]),
-                                                                       c["vnmse"].get<double>(), c["gain"].get<double>())}
+                                                                       c["vnmse"].get<double>(),
+                                                                       c["gain"].get<double>())}
                         : trainer::Objectives{INFINITY, INFINITY});
     }
     ASSERT_LT(running, pts.size()) << d.dump();
     const size_t knee = trainer::kneePoint(pts, opts.timeWeight, opts.kneeScale());
     const trainer::Objectives bar{pts[knee].time * (1 + opts.exploreMargin), pts[knee].stat};
-    auto challenges = [&](size_t i) { return trainer::couldReplace(bar, pts[i], 0.0, opts.timeWeight, opts.kneeScale()); };
+    auto challenges = [&](size_t i) {
+      return trainer::couldReplace(bar, pts[i], 0.0, opts.timeWeight, opts.kneeScale());
+    };
     const bool keep = running == knee || challenges(running);
     std::cout << w.families << ": " << (keep ? "kept" : d.contains("adopted") ? "adopted" : "explored") << " "
               << d["chosen"].get<std::string>() << "\n";

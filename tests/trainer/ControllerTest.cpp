@@ -473,8 +473,10 @@ TEST_F(ControllerTrainTest, ScreeningReplaysErrorFeedbackCodecsToTheirSteadyStat
       }
     }
     ASSERT_EQ(decisions, 1);
-    for (const std::string ratio : {"0.01", "0.001"})
-      EXPECT_EQ(vnmse[reps].at("topk{ratio: " + ratio + "}@allgather"), vnmse[reps].at("topk{ratio: " + ratio + "}@engine"));
+    for (const std::string ratio : {"0.01", "0.001"}) {
+      const std::string topk = "topk{ratio: " + ratio + "}@";
+      EXPECT_EQ(vnmse[reps].at(topk + "allgather"), vnmse[reps].at(topk + "engine"));
+    }
   }
   for (const std::string ratio : {"0.01", "0.001"}) {
     const std::string key = "topk{ratio: " + ratio + "}@allgather";
