@@ -70,20 +70,19 @@ constexpr double kQuickProbeSeconds = 0.5;
 
 Controller::Screened Controller::screenCodec(const Plan& plan) {
   Screened s;
-  const bool ef = compress::usesErrorFeedback(plan.compressor, plan.options);
-  const int64_t reps = ef ? std::max<int64_t>(2, opts_.screenReps) : 2;
+  const int64_t reps = std::max<int64_t>(2, opts_.screenReps);  // replays of an error-feedback codec
   int64_t replayed = 0;  // coordinates the error-feedback replay has covered
   try {
     for (int k : large_) {
       // A fresh codec per bucket: an error-feedback residual belongs to one bucket.
       codecs_.erase(plan.key());
       auto& c = codec(plan);
-      const auto* fed = dynamic_cast<const compress::ErrorFeedback*>(&c);
+      const auto* fed = dynamic_cast<const compress::ErrorFeedback*>(&c);  // null: no error feedback
       // This rank's last local gradient (the aggregated mean would already
       // carry the current plan's rounding).
       const auto& x = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
       const int64_t d = x.numel();
-      const bool replay = ef && (replayed == 0 || replayed + d <= kSteadyStateCoordinates);
+      const bool replay = fed && (replayed == 0 || replayed + d <= kSteadyStateCoordinates);
       for (int64_t rep = 0; rep < (replay ? reps : 2); ++rep) {
         // Each replay a step of its own: shared-seed randomness (THC's
         // rotation and rounding) drawn afresh, as in training, so its errors
@@ -100,7 +99,7 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
         if (rep == 1) s.encodeDecode += since(t0);
         // Statistics: without error feedback from the timed call; with it from
         // the last replay of the same gradient (below).
-        if ((!ef && rep == 1) || (replay && rep + 1 == reps))
+        if ((!fed && rep == 1) || (replay && rep + 1 == reps))
           s.stats += measureCompression(in, y, sync_.bucketLayout(k), sync_.statWeights(k)).weighted;
         if (rep == 1) s.bucketBits.push_back(c.bitsPerCoordinate(d, comm_.size()));  // shape-aware after an encode
       }
