@@ -36,6 +36,9 @@ constexpr size_t kRecentCap = 1000;
 // trainer/ControllerDetail.h).
 constexpr double kMinImpact = 0.10;
 constexpr int64_t kPersist = int64_t(kRatioWindow / 2 + 1);  // steps a network change must persist (afterStep)
+// A change that has raised the median step − compute by at least this share
+// of the step the last decision measured is acted on at once (afterStep).
+constexpr double kSevere = 0.30;
 
 enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
 const char* reasonName(int64_t r) {
@@ -107,12 +110,19 @@ void Controller::writeDecision(const std::string& json) {
   GZ_CHECK(f.good(), "cannot append to {}/decisions.jsonl", runDir_);
 }
 
-void Controller::start(int64_t step) {
+double Controller::start(int64_t step) {
+  const auto t0 = Clock::now();
   if (comm_.size() >= 2) {
-    const auto t0 = Clock::now();
-    net_ = comm::probe(comm_, opts_.probe);
-    spdlog::info("controller: probed α = {:.1f} µs, bandwidth {:.1f} Mbit/s in {:.1f} s", net_.alpha * 1e6,
-                 comm::bandwidthBitsPerSec(net_) / 1e6, since(t0));
+    // α only: β from the first steps' collectives (settleBeta). The full
+    // probe took 2.3-4.1 s on 20-200 Mbit/s links (its 1 and 4 MB round
+    // trips), on top of the steps; the initial plan's collectives measure the
+    // link for free, and a token-bucket shaper lets the probe's messages
+    // through at line rate up to its burst anyway.
+    net_ = comm::probe(comm_, quickProbe(opts_.probe));
+    net_.beta = NAN;
+    betaPending_ = true;
+    spdlog::info("controller: probed α = {:.1f} µs in {:.2f} s; β from the first {} steps' collectives",
+                 net_.alpha * 1e6, since(t0), kStartBetaSteps);
   }
   applyPlan(active_, step);
   for (int k = 0; k < sync_.numBuckets(); ++k)
@@ -121,12 +131,15 @@ void Controller::start(int64_t step) {
   writeDecision(nlohmann::json{{"step", step},
                                {"event", "start"},
                                {"alpha", net_.alpha},
-                               {"beta", net_.beta},
+                               {"beta", nullptr},
+                               {"beta_from", fmt::format("the collectives of steps {}-{}", step + 1, step + kStartBetaSteps)},
                                {"world_size", comm_.size()},
                                {"candidates", candidates_.size()},
                                {"plan", active_.key()},
-                               {"small_plan", opts_.smallPlan.key()}}
+                               {"small_plan", opts_.smallPlan.key()},
+                               {"seconds", since(t0)}}
                     .dump());
+  return since(t0);
 }
 
 void Controller::applyPlan(const Plan& large, int64_t step) {
@@ -155,7 +168,7 @@ void Controller::resetMeasurements() {
   recentComm_ = recentStep_ = 0;
   ratios_.clear();
   calibration_.clear();
-  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = false;
+  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = severe_ = false;
   gainSeen_ = 0;
   changeSince_ = -1;
   sounding_.reset();
@@ -170,7 +183,36 @@ double Controller::statCost(const CompressionStats& s, const Plan& plan, double 
   return std::max(floor, statisticalCost(opts_, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq));
 }
 
+double Controller::settleBeta(int64_t step) {
+  const auto t0 = Clock::now();
+  betaPending_ = false;
+  const auto betas = usableBetas(lastSamples_, net_.alpha);
+  const double observed = minOverRanks(int64_t(betas.size()) >= kStartBetaSteps
+                                           ? *std::min_element(betas.begin(), betas.end())
+                                           : INFINITY);
+  std::string from;
+  if (std::isfinite(observed)) {
+    net_.beta = observed;
+    from = fmt::format("the collectives of the {} steps since start", observedSteps_);
+  } else {
+    net_ = comm::probe(comm_, opts_.probe);
+    from = "the probe (the first steps' collectives were too close to their latency term to give β)";
+  }
+  const double seconds = since(t0);
+  spdlog::info("controller: step {}: α = {:.1f} µs, bandwidth {:.1f} Mbit/s (β from {}) in {:.2f} s", step,
+               net_.alpha * 1e6, comm::bandwidthBitsPerSec(net_) / 1e6, from, seconds);
+  writeDecision(nlohmann::json{{"step", step},
+                               {"event", "beta"},
+                               {"alpha", net_.alpha},
+                               {"beta", net_.beta},
+                               {"from", from},
+                               {"seconds", seconds}}
+                    .dump());
+  return seconds;
+}
+
 void Controller::observe(const StepMeasure& m) {
+  ++observedSteps_;
   CompressionStats stats;
   double observed = 0, predicted = 0;
   for (size_t i = 0; i < large_.size(); ++i) {
@@ -246,6 +288,7 @@ void Controller::observe(const StepMeasure& m) {
   const double stepNow = median(steps_), dStep = stepNow - stepDrift_.reference(), dSync = median(syncs_) - syncRef_;
   stepTriggered_ = stepArmed_ && stepDrift_.update(stepNow) && dSync * dStep > 0 &&
                    std::abs(dSync) >= 0.5 * std::abs(dStep);
+  severe_ = stepArmed_ && dSync >= kSevere * stepDrift_.reference();
   spdlog::debug("controller: comm observed {:.3g} s, predicted {:.3g} s (ratio median {:.3g}, smoothed {:.3g}, "
                 "reference {:.3g}); gain {:.4g}{}{}",
                 observed, predicted, ratios_.empty() ? NAN : median(ratios_), netDrift_.smoothed(),
@@ -277,12 +320,14 @@ void Controller::refreshGeometry() {
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {
   if (comm_.size() < 2) return 0;
   observe(m);
+  const double settling = betaPending_ && observedSteps_ >= kStartBetaSteps ? settleBeta(step) : 0.0;
   // Adam's v̂ moves slowly (β₂ = 0.999): the geometry of the last check
   // serves the steps until the next one. The first refresh follows the
   // optimizer's first step.
   if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
-  if (!decided_ && !opts_.pin && step == opts_.provisionalStep && step < opts_.warmupSteps) return provisional(step, m);
-  if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return 0;
+  if (!decided_ && !opts_.pin && step == opts_.provisionalStep && step < opts_.warmupSteps)
+    return settling + provisional(step, m);
+  if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return settling;
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {
     // A network or step-time change must persist for kPersist steps before
@@ -293,10 +338,14 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
     // mix, and a burst of noise has passed. It used to be kRatioWindow
     // steps, at checks every 10 steps: 23-26 steps from a slowdown to the
     // decision on schedule_c1, ~0.25 s a step too slow on fp16.
+    // A severe change (the median step − compute of the window up by kSevere
+    // of the step: most of the window has seen it) is acted on at the first
+    // check that sees it: on schedule_c1 fp16 ran 5 more steps at 20 Mbit/s
+    // (~1.2 s) waiting for the next check.
     const bool changed = netTriggered_ || stepTriggered_;
     if (!changed) changeSince_ = -1;
     else if (changeSince_ < 0) changeSince_ = step;
-    const bool settled = changed && step - changeSince_ >= kPersist;
+    const bool settled = changed && (step - changeSince_ >= kPersist || severe_);
     const int64_t elapsed = step - lastDecision_;
     if (!decided_)
       reason = kInitial;
@@ -312,7 +361,7 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   comm_.broadcast(t, 0).wait();
   reason = t[0].item<int64_t>();
   soundBytes = t[1].item<int64_t>();
-  double spent = soundBytes > 0 ? sound(step, soundBytes) : 0.0;
+  double spent = settling + (soundBytes > 0 ? sound(step, soundBytes) : 0.0);
   if (reason == kNone) return spent;
   const auto t0 = Clock::now();
   decide(step, reasonName(reason), loop);

@@ -45,7 +45,10 @@
 // every candidate's prediction and statistics, the front, the explored
 // measurements) and, followup_steps later, the then-measured step time. Each
 // rank appends its plan changes to <run>/rank<r>/plans.jsonl.
-// α and β come from the probe at start; observed collective times are compared
+// α comes from a short probe at start (1 and 4 KB messages, at most 0.5 s),
+// β from the collectives of the first steps (the initial plan's), or from the
+// full probe where they are too close to their latency term to give one; both
+// are charged to training time. Observed collective times are then compared
 // with the model's prediction every step, and a drift of their ratio beyond
 // network_drift (or of the step time against the one measured for the chosen
 // plan when it was chosen: trigger "step_time") refits α and β (comm/LinkFitter.h over the observations since
@@ -105,8 +108,10 @@ class Controller {
   Controller(ControllerOptions opts, comm::Communicator& comm, GradSync& sync, std::string runDir);
   ~Controller();
 
-  // Collective. Probes α and β and puts every bucket on its starting plan.
-  void start(int64_t step);
+  // Collective. Probes α and puts every bucket on its starting plan (β
+  // follows from the first steps' collectives: settleBeta). Returns the
+  // seconds it took (the caller adds them to the training time).
+  double start(int64_t step);
   // Collective, after every training step. Returns the wall seconds it spent
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
@@ -163,7 +168,18 @@ class Controller {
   // share encode/decode), with predicted step base + its encode/decode + its
   // α-β communication per candidate; logs them (and the front) into rec.
   // Returns each candidate's (predicted step, statistical cost).
-  std::vector<Objectives> screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec);
+  // `byCodec` caches screenCodec() per compressor configuration: entries
+  // already there are reused (the provisional step's, at the first decision),
+  // missing ones are screened and added.
+  std::vector<Objectives> screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec,
+                                    std::map<std::string, Screened>& byCodec);
+  // Collective, once, kStartBetaSteps steps after start(): β from those
+  // steps' collectives, the fastest over them and over ranks (the first
+  // steps carry start-up waits, and a slow outlier in two samples would be
+  // half the median), or the full probe (α and β) where fewer than
+  // kStartBetaSteps were well above their latency term. Returns the seconds
+  // it took.
+  double settleBeta(int64_t step);
   // Collective, at provisional_step: the knee of the predicted front (no
   // exploration) replaces `initial` until the first decision. Returns the
   // seconds it took.
@@ -179,6 +195,8 @@ class Controller {
   // smallest over ranks (see adoptObservedBeta); +infinity where too few
   // of them were well above their latency term.
   double observedBetaOfRanks();
+  // Collective: the smallest `value` over ranks.
+  double minOverRanks(double value);
   // Collective: `plan` for explore_steps steps (the first untimed). With
   // `race`, rank 0 stops it after explore_min_steps timed steps once its
   // fastest step and statistics so far could not replace `against` (the
@@ -230,6 +248,7 @@ class Controller {
   double syncRef_ = 0;  // step − compute the last decision measured for its plan (its step: stepDrift_)
   bool stepArmed_ = false, stepTriggered_ = false;
   int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
+  bool severe_ = false;  // rank 0: step − compute has risen by kSevere of the step since the last decision
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;
@@ -237,6 +256,10 @@ class Controller {
   int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started
   int64_t networkBackoff_ = 1;  // network_interval multiplier after false alarms (decide)
   bool decided_ = false;
+  bool betaPending_ = false;    // β not measured yet since start() (settleBeta)
+  int64_t observedSteps_ = 0;   // steps observed since start()
+  // The provisional step's screenings, reused by the first decision.
+  std::map<std::string, Screened> provisionalScreens_;
   int64_t lastDecision_ = 0;
   int64_t decisions_ = 0;
   std::vector<StepMeasure> recent_;  // steps on the active plan since the last decision

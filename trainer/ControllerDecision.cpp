@@ -42,11 +42,13 @@ double baseStep(std::span<const StepMeasure> steps) {
 }
 }  // namespace
 
-double Controller::observedBetaOfRanks() {
-  auto t = torch::full({1}, observedBeta(lastSamples_, net_.alpha), torch::kDouble);
+double Controller::minOverRanks(double value) {
+  auto t = torch::full({1}, value, torch::kDouble);
   comm_.allReduce(t, comm::ReduceOp::Min).wait();
   return t.item<double>();
 }
+
+double Controller::observedBetaOfRanks() { return minOverRanks(observedBeta(lastSamples_, net_.alpha)); }
 
 bool Controller::adoptObservedBeta(double margin) {
   const double observed = observedBetaOfRanks();
@@ -63,9 +65,6 @@ namespace {
 // keeps R replays of the ~30 codec configurations near a second at BERT or
 // VGG sizes, and covers every ResNet-20 bucket.
 constexpr int64_t kSteadyStateCoordinates = int64_t(1) << 20;
-// Budget of the α-only probe of a network decision (two small sizes: ~10
-// round trips even at 50 ms of latency).
-constexpr double kQuickProbeSeconds = 0.5;
 }  // namespace
 
 Controller::Screened Controller::screenCodec(const Plan& plan) {
@@ -113,12 +112,12 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
   return s;
 }
 
-std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec) {
+std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec,
+                                              std::map<std::string, Screened>& byCodec) {
   std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
   screened.assign(candidates_.size(), Screened{});
   // encode/decode do not depend on the collective: a compressor configuration
   // is screened once, and its candidates differ in communication alone.
-  std::map<std::string, Screened> byCodec;
   auto& cands = rec["candidates"] = nlohmann::json::array();
   int64_t total = 0;
   for (int k : large_) total += sync_.bucketNumel(k);
@@ -163,10 +162,12 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
   const auto t0 = Clock::now();
   nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}};
   int64_t chosen = -1;
+  if (betaPending_) settleBeta(step);
   if (comm_.rank() == 0) {
     // The base from this step alone: the steps before it carry start-up costs.
     std::vector<Screened> screened;
-    const auto pts = screenAll(baseStep({&m, 1}), screened, rec);
+    provisionalScreens_.clear();
+    const auto pts = screenAll(baseStep({&m, 1}), screened, rec, provisionalScreens_);
     if (!paretoFront(pts).empty()) {
       chosen = int64_t(kneePoint(pts, opts_.timeWeight, opts_.kneeScale()));
       rec["predicted_step"] = screened[size_t(chosen)].predicted;
@@ -230,6 +231,7 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop,
 void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
   const int n = comm_.size();
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
+  if (betaPending_) settleBeta(step);
   const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
   rec["geometry"] = weighted ? "optimizer" : "gradient";  // rank 0's, the one that screens and decides
   // 1. α, β when the network moved: the robust fit of the collectives observed
@@ -298,10 +300,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       // are the better measure of β anyway; the full probe (up to
       // budget_seconds, 4 s: 3-4 s of each network decision on schedule_c1
       // at 20 and 5 Mbit/s) only where they give none.
-      comm::ProbeOptions quick = opts_.probe;
-      quick.sizes = {1 << 10, 4 << 10};
-      quick.budgetSeconds = std::min(kQuickProbeSeconds, opts_.probe.budgetSeconds);
-      net_ = comm::probe(comm_, quick);
+      net_ = comm::probe(comm_, quickProbe(opts_.probe));
       const double observed = observedBetaOfRanks();
       if (std::isfinite(observed)) {
         net_.beta = observed;
@@ -353,7 +352,15 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   bool adopt = false;      // a network decision's lone knee, adopted without exploring
   bool stale = false;      // rank 0: the running plan's recent steps straddle a network change
   if (comm_.rank() == 0) {
-    const auto pts = screenAll(baseStep(recent_), screened, rec);
+    // The first decision reuses the provisional step's screenings (~1 s of
+    // codec runs on ResNet-20: encode/decode times and wire bits do not
+    // change in 8 steps, and error-feedback codecs were replayed to their
+    // steady state there); later ones screen afresh.
+    std::map<std::string, Screened> fresh;
+    const bool reuse = !decided_ && !provisionalScreens_.empty();
+    if (reuse) rec["screening"] = fmt::format("reused from the provisional step {}", opts_.provisionalStep);
+    const auto pts = screenAll(baseStep(recent_), screened, rec, reuse ? provisionalScreens_ : fresh);
+    provisionalScreens_.clear();
     for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
     // The running plan among the candidates (candidates_.size() if not: pinned to another plan).
     const size_t self = size_t(std::find_if(candidates_.begin(), candidates_.end(),

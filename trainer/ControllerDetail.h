@@ -1,9 +1,10 @@
 // Helpers shared by the two halves of the controller (trainer/Controller.cpp,
 // trainer/ControllerDecision.cpp): wall-clock timing, the β estimate from
-// observed collectives, and the statistics record of the
+// observed collectives, the α-only probe, and the statistics record of the
 // decision log. Internal to trainer/.
 #pragma once
 
+#include "comm/NetworkProbe.h"
 #include "trainer/GradSync.h"
 #include "util/Median.h"
 
@@ -27,14 +28,33 @@ constexpr size_t kRatioWindow = 9;
 // β per observation (t − a·α)/m with the plan's coefficients (Table I), from
 // the observations that took well over their latency term (an α-bound
 // all-gather of a few hundred bytes would turn its latency noise into a bogus
-// bandwidth), and their median; +infinity with fewer than half a window.
+// bandwidth).
 template <typename Samples>
-double observedBeta(const Samples& samples, double alpha) {
+std::vector<double> usableBetas(const Samples& samples, double alpha) {
   std::vector<double> betas;
   for (const auto& o : samples)
     if (o.betaBytes > 0 && o.seconds >= 2 * o.alphaCount * alpha)
       betas.push_back(std::max(0.0, o.seconds - o.alphaCount * alpha) / o.betaBytes);
+  return betas;
+}
+
+// Their median; +infinity with fewer than half a window.
+template <typename Samples>
+double observedBeta(const Samples& samples, double alpha) {
+  const auto betas = usableBetas(samples, alpha);
   return betas.size() < kRatioWindow / 2 + 1 ? INFINITY : median(betas);
+}
+
+// Steps after Controller::start whose collectives give β (settleBeta): the
+// median of two, the smallest count that is a measurement and not a guess.
+constexpr int64_t kStartBetaSteps = 2;
+
+// The α-only probe of start() and of a network decision: two small sizes
+// (~10 round trips even at 50 ms of latency), at most 0.5 s.
+inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
+  o.sizes = {1 << 10, 4 << 10};
+  o.budgetSeconds = std::min(0.5, o.budgetSeconds);
+  return o;
 }
 
 // vNMSE = ||x − y||² / ||x||² and gain = ||y||² / ||x||² (paper's E||g_c||² / E||g_e||²).

@@ -60,6 +60,7 @@ struct Trainer::Impl final : ControlledLoop {
   // Progress state (checkpointed).
   int64_t step = 0;
   double trainSeconds = 0;
+  double controllerStartSeconds = 0;  // Controller::start's probe, charged when training starts
   int64_t samples = 0;
   int64_t bytes = 0;
   double best = -INFINITY;
@@ -175,7 +176,7 @@ struct Trainer::Impl final : ControlledLoop {
       if (comm.size() >= 2) {
         controller = std::make_unique<Controller>(*cfg.controller, comm, *sync, cfg.runDir());
         controller->setGeometry([this](const torch::Tensor& p) { return updateScale(*optimizer, p); });
-        controller->start(0);
+        controllerStartSeconds = controller->start(0);
       } else {
         spdlog::warn("compress: auto chooses among collectives and needs at least 2 ranks; one rank runs {}",
                      cfg.plan.key());
@@ -537,6 +538,9 @@ struct Trainer::Impl final : ControlledLoop {
       std::ofstream(cfg.runDir() + "/environment.json") << env.dump(2) << "\n";
     }
     bool resumed = resume && loadCheckpoint();
+    // The controller's start-up probe is training time too (after a resume,
+    // on top of the time restored from the checkpoint): a static plan has none.
+    trainSeconds += controllerStartSeconds;
     if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed ? step : -1);
     if (!resumed) train->startEpoch(0);
 

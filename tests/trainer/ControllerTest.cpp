@@ -328,24 +328,50 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   // After step 2 rank 0 screens every candidate and all ranks run the knee of
   // the predicted front (recomputed here from the logged predictions and
   // vNMSEs under the run's statistical cost) until the first decision at
-  // step 10, which measures that plan as the running one. With
-  // provisional_step 0 the warm-up stays on fp16.
+  // step 10, which measures that plan as the running one, reusing the
+  // provisional screenings. With provisional_step 0 the warm-up stays on
+  // fp16 and the first decision screens. Either way α comes from the start-up
+  // probe and β at step 2 (kStartBetaSteps), and both are training time.
   const std::string opts =
       "families: [fp16, topk, topkc], warmup_steps: 10, check_every: 10, min_interval: 100, explore: 1,"
       " explore_steps: 2, probe: {budget_seconds: 0.5}";
   auto cfg = config(dir.path() + "/on", "{name: auto, " + opts + "}", 12);
   train(cfg);
   const auto log = jsonLines(cfg.runDir() + "/decisions.jsonl");
-  std::vector<nlohmann::json> provisional, decisions;
+  std::vector<nlohmann::json> provisional, decisions, start, beta;
   for (const auto& r : log) {
     if (r["event"] == "provisional") provisional.push_back(r);
     if (r["event"] == "decision") decisions.push_back(r);
+    if (r["event"] == "start") start.push_back(r);
+    if (r["event"] == "beta") beta.push_back(r);
   }
   ASSERT_EQ(provisional.size(), 1u);
   ASSERT_EQ(decisions.size(), 1u);
+  ASSERT_EQ(start.size(), 1u);
+  ASSERT_EQ(beta.size(), 1u);
+  EXPECT_TRUE(start[0]["beta"].is_null());
+  EXPECT_GT(start[0]["alpha"].get<double>(), 0);
+  EXPECT_EQ(beta[0]["step"], 2);
+  EXPECT_GT(beta[0]["beta"].get<double>(), 0);
+  // No network trigger in between: β as measured at step 2, or the running
+  // plan's collectives' where slower (Controller::decide).
+  EXPECT_GE(decisions[0]["beta"].get<double>(), beta[0]["beta"].get<double>());
+  // Training time: the first TTA row (steps 1-10) holds its steps, the
+  // start-up probe and β, the provisional screening and the decision.
+  const auto rows = jsonLines(cfg.runDir() + "/tta.jsonl");
+  ASSERT_FALSE(rows.empty());
+  ASSERT_EQ(rows[0]["step"], 10);
+  EXPECT_GE(rows[0]["train_seconds"].get<double>(),
+            10 * rows[0]["breakdown"]["step"].get<double>() + start[0]["seconds"].get<double>() +
+                beta[0]["seconds"].get<double>() + provisional[0]["seconds"].get<double>());
   const auto& p = provisional[0];
   EXPECT_EQ(p["step"], 2);
   EXPECT_EQ(decisions[0]["step"], 10);
+  // The decision reused the provisional screenings: the same codec times.
+  EXPECT_EQ(decisions[0]["screening"], "reused from the provisional step 2");
+  ASSERT_EQ(decisions[0]["candidates"].size(), p["candidates"].size());
+  for (size_t i = 0; i < p["candidates"].size(); ++i)
+    EXPECT_EQ(decisions[0]["candidates"][i]["encode_decode"], p["candidates"][i]["encode_decode"]) << i;
   ASSERT_EQ(p["candidates"].size(), trainer::makeCandidates(*cfg.controller).size());
   std::vector<trainer::Objectives> pts;
   for (const auto& c : p["candidates"]) {
@@ -377,6 +403,7 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
     if (r["event"] != "decision") continue;
     ++offDecisions;
     EXPECT_EQ(r["current"]["plan"], "fp16@engine");
+    EXPECT_FALSE(r.contains("screening"));  // nothing to reuse: screened afresh
   }
   EXPECT_EQ(offDecisions, 1);
 }
@@ -562,6 +589,9 @@ TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   std::string before = "fp16@engine", seen;
   bool checked = false;
   for (const auto& r : jsonLines(run + "/decisions.jsonl")) {
+    if (r["event"] == "beta")
+      seen += fmt::format("β at step {}: {:.1f} Mbit/s from {}; ", r["step"].get<int64_t>(),
+                          8e-6 / r["beta"].get<double>(), r["from"].get<std::string>());
     if (r["event"] != "decision") continue;
     const int64_t step = r["step"].get<int64_t>();
     seen += fmt::format("step {} ({}): {} at {:.1f} Mbit/s; ", step, r["trigger"].get<std::string>(),
