@@ -40,7 +40,12 @@
 //  3. Decision (rank 0, broadcast): the knee (trainer/Pareto.h) of the measured
 //     (step time, statistical cost) of the explored candidates and the current
 //     plan, each cost at least the screened one (a few steps do not build an
-//     error-feedback residual up). Buckets below small_bucket_kb keep small_plan.
+//     error-feedback residual up). At a network decision the running plan's
+//     steps straddle the change: the knee of the predicted front stands in,
+//     with its predicted point, and only candidates that could replace it
+//     (explore_margin on its side) are explored, racing it; the running plan
+//     stays without exploring if it could replace it so. Buckets below
+//     small_bucket_kb keep small_plan.
 // Every decision is appended to <run>/decisions.jsonl with its inputs (α, β,
 // every candidate's prediction and statistics, the front, the explored
 // measurements) and, followup_steps later, the then-measured step time. Each

@@ -349,7 +349,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // and this (screenCodec's steady-state replay).
   std::vector<double> floor(candidates_.size(), 0.0);
   double activeFloor = 0;  // the running plan's
-  bool adopt = false;      // a network decision's lone knee, adopted without exploring
+  // A network decision's knee of the predicted front, which stands for itself
+  // with its predicted step (not explored): its index and (rank 0) objectives.
+  int64_t predictedKnee = -1;
+  Objectives kneePredicted{INFINITY, INFINITY};
   bool stale = false;      // rank 0: the running plan's recent steps straddle a network change
   if (comm_.rank() == 0) {
     // The first decision reuses the provisional step's screenings (~1 s of
@@ -408,11 +411,13 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // steps that straddle the change, with the model's error on the
     // challengers' side (the knee explore_margin slower): the running plan
     // stays, nothing explored, if it could replace the knee so; otherwise
-    // only the knee and the candidates that could replace it so are
-    // explored, and a knee none can challenge is adopted without exploring.
-    // Each exploration there cost 5-8 s on schedule_c1 (3 or 4 candidates,
-    // the running plan re-measured), against a model within ~5% of the
-    // measured steps.
+    // only the candidates that could replace it so are explored, racing the
+    // knee's predicted point, and the knee, not explored, stands for itself
+    // with that point (adopted outright if none can challenge it). Each
+    // exploration there cost 5-8 s on schedule_c1 (3 or 4 candidates, the
+    // running plan re-measured), then ~4 s (the knee explored first); the
+    // knee's predicted step was within 2-6% of its explored one in each of
+    // the 3 runs of a708516 (TopKC b=2 at 20 Mbit/s).
     Objectives bar = current;
     double barMargin = opts_.exploreMargin;  // on the candidate's predicted time
     if (remeasure && !paretoFront(remaining).empty()) {
@@ -424,6 +429,12 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         rec["kept"] = "the running plan is predicted within explore_margin of the knee at the new network";
         stale = false;  // its recent steps, the best measure there is, stand for it
         remaining.assign(remaining.size(), Objectives{INFINITY, INFINITY});
+      } else {
+        predictedKnee = int64_t(knee);
+        kneePredicted = remaining[knee];
+        rec["predicted_knee"] = {{"plan", candidates_[knee].plan.key()},
+                                 {"predicted_step", kneePredicted.time},
+                                 {"statistical_cost", kneePredicted.stat}};
       }
     }
     // One candidate per compressor configuration: its collectives share the
@@ -431,41 +442,46 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // the explored steps go to different compressors.
     auto& skipped = rec["not_explored"] = nlohmann::json::array();
     std::vector<std::string> compressors;
-    while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
-      const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
-      const bool isBar = remeasure && exploreList.empty();  // the predicted knee itself
-      remaining[i] = {INFINITY, INFINITY};
-      if (candidates_[i].plan == active_) continue;
+    auto codecOf = [&](size_t i) {
       Plan codecOnly = candidates_[i].plan;
       codecOnly.collective.clear();
-      const std::string compressor = codecOnly.key();
+      return codecOnly.key();
+    };
+    if (predictedKnee >= 0) {
+      remaining[size_t(predictedKnee)] = {INFINITY, INFINITY};
+      compressors.push_back(codecOf(size_t(predictedKnee)));
+    }
+    while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
+      const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
+      remaining[i] = {INFINITY, INFINITY};
+      if (candidates_[i].plan == active_) continue;
+      const std::string compressor = codecOf(i);
       if (std::find(compressors.begin(), compressors.end(), compressor) != compressors.end()) continue;
-      if (!isBar && !couldReplace(bar, pts[i], barMargin, opts_.timeWeight, opts_.kneeScale())) {
+      if (!couldReplace(bar, pts[i], barMargin, opts_.timeWeight, opts_.kneeScale())) {
         skipped.push_back(candidates_[i].plan.key());
         continue;
       }
       exploreList.push_back(int64_t(i));
       compressors.push_back(compressor);
     }
-    adopt = remeasure && exploreList.size() == 1;
-    if (adopt) rec["adopted"] = "the predicted knee: no other candidate could replace it within explore_margin";
+    if (predictedKnee >= 0 && exploreList.empty())
+      rec["adopted"] = "the predicted knee: no other candidate could replace it within explore_margin";
   }
-  // [count, adopt without exploring, the candidates].
+  // [count, the predicted knee or -1, the candidates].
   auto list = torch::full({opts_.explore + 2}, int64_t(-1), torch::kLong);
   list[0] = int64_t(exploreList.size());
-  list[1] = adopt ? 1 : 0;
+  list[1] = predictedKnee;
   for (size_t i = 0; i < exploreList.size(); ++i) list[i + 2] = exploreList[i];
   comm_.broadcast(list, 0).wait();
   exploreList.clear();
-  adopt = list[1].item<int64_t>() != 0;
+  predictedKnee = list[1].item<int64_t>();
   for (int64_t i = 0; i < list[0].item<int64_t>(); ++i) exploreList.push_back(list[i + 2].item<int64_t>());
 
   // 3. Exploration from an in-memory checkpoint, restored after each
   // candidate, in knee order. The race (explore_min_steps) runs against the
-  // knee of what this decision has measured so far (rank 0's): the running
-  // plan's recent steps when they still hold, and every candidate explored
-  // before. Where the running plan is re-measured (network decisions), the
-  // first candidate runs all its steps and the others race it and each other.
+  // knee of what this decision knows so far (rank 0's): the running plan's
+  // recent steps when they still hold, or at a network decision the
+  // predicted knee's point, and every candidate explored before.
   const bool race = opts_.exploreMinSteps > 0;
   const auto t0 = Clock::now();
   const std::string snap = loop.snapshot();
@@ -473,7 +489,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   std::vector<Measured> measured;
   std::vector<Objectives> sofar;
   if (std::isfinite(current.time)) sofar.push_back(current);
-  for (int64_t i : adopt ? std::vector<int64_t>{} : exploreList) {
+  if (predictedKnee >= 0 && std::isfinite(kneePredicted.time)) sofar.push_back(kneePredicted);
+  for (int64_t i : exploreList) {
     const Objectives against = paretoFront(sofar).empty()
                                    ? Objectives{INFINITY, INFINITY}
                                    : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale())];
@@ -486,7 +503,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   rec["explore_seconds"] = since(t0);
 
   // 4. The knee of the measured points (the current plan from its recent
-  // steps), or the adopted knee with its predicted step as the reference.
+  // steps) and, at a network decision, the predicted knee's point.
   int64_t chosen = -2;  // -2: keep the current plan
   double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
   const double currentStep = steps_.empty() ? INFINITY : median(steps_);
@@ -494,16 +511,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     auto cj = statsJson(recentStats_);
     rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
                       {"gain", cj["gain"]}, {"steps", recent_.size()}};
-  }
-  if (comm_.rank() == 0 && adopt) {
-    const auto& s = screened[size_t(exploreList[0])];
-    rec["explored"] = nlohmann::json::array();
-    chosen = exploreList[0];
-    followup_ = {};
-    followup_.step = step;
-    followup_.predicted = followup_.explored = stepRef = s.predicted;
-    syncRef = s.encodeDecode + s.comm;
-  } else if (comm_.rank() == 0) {
     std::vector<Objectives> pts;
     auto& ex = rec["explored"] = nlohmann::json::array();
     for (size_t i = 0; i < exploreList.size(); ++i) {
@@ -525,18 +532,30 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // The running plan's step time now: the median of its latest steps (its
     // mean since the last decision would hide a network that just changed),
     // unless they straddle a network change.
+    const size_t own = pts.size(), knee = own + 1;
     pts.push_back(std::isfinite(currentStep) && !stale
                       ? Objectives{currentStep, statCost(recentStats_, active_, activeFloor)}
                       : Objectives{INFINITY, INFINITY});
+    pts.push_back(predictedKnee >= 0 ? kneePredicted : Objectives{INFINITY, INFINITY});
     if (!paretoFront(pts).empty()) {
       const size_t k = kneePoint(pts, opts_.timeWeight, opts_.kneeScale());
-      chosen = k < exploreList.size() ? exploreList[k] : -2;
       followup_ = {};
       followup_.step = step;
-      followup_.predicted = k < exploreList.size() ? screened[exploreList[k]].predicted : currentStep;
-      followup_.explored = pts[k].time;
-      stepRef = pts[k].time;
-      syncRef = k < exploreList.size() ? measured[k].sync : median(syncs_);
+      if (k < own) {
+        chosen = exploreList[k];
+        followup_.predicted = screened[size_t(chosen)].predicted;
+        syncRef = measured[k].sync;
+      } else if (k == own) {
+        followup_.predicted = currentStep;
+        syncRef = median(syncs_);
+      } else if (k == knee) {
+        // The predicted knee: its prediction is its reference.
+        chosen = predictedKnee;
+        const auto& s = screened[size_t(chosen)];
+        followup_.predicted = s.predicted;
+        syncRef = s.encodeDecode + s.comm;
+      }
+      followup_.explored = stepRef = pts[k].time;
     }
   }
   chosen = broadcastInt(chosen);
@@ -572,7 +591,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   ++decisions_;
   writeDecision(rec.dump());
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,
-               opts_.pin ? "would pick" : "picked", pick.key(), adopt ? 0 : exploreList.size(),
+               opts_.pin ? "would pick" : "picked", pick.key(), exploreList.size(),
                rec["explore_seconds"].get<double>());
 }
 
