@@ -123,10 +123,8 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
   for (int k : large_) total += sync_.bucketNumel(k);
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const Plan& plan = candidates_[i].plan;
-    Plan codecOnly = plan;
-    codecOnly.collective.clear();
-    auto it = byCodec.find(codecOnly.key());
-    if (it == byCodec.end()) it = byCodec.emplace(codecOnly.key(), screenCodec(plan)).first;
+    auto it = byCodec.find(plan.codecKey());
+    if (it == byCodec.end()) it = byCodec.emplace(plan.codecKey(), screenCodec(plan)).first;
     auto& s = screened[i];
     s = it->second;
     if (s.ok) {
@@ -441,21 +439,20 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // statistics, and the screening's best-placed one stands for them, so
     // the explored steps go to different compressors.
     auto& skipped = rec["not_explored"] = nlohmann::json::array();
+    // The predicted knee counts as one of the `explore` candidates nearest
+    // the knee, measured by its prediction.
     std::vector<std::string> compressors;
-    auto codecOf = [&](size_t i) {
-      Plan codecOnly = candidates_[i].plan;
-      codecOnly.collective.clear();
-      return codecOnly.key();
-    };
+    int64_t budget = opts_.explore;
     if (predictedKnee >= 0) {
       remaining[size_t(predictedKnee)] = {INFINITY, INFINITY};
-      compressors.push_back(codecOf(size_t(predictedKnee)));
+      compressors.push_back(candidates_[size_t(predictedKnee)].plan.codecKey());
+      --budget;
     }
-    while (int64_t(exploreList.size()) < opts_.explore && !paretoFront(remaining).empty()) {
+    while (int64_t(exploreList.size()) < budget && !paretoFront(remaining).empty()) {
       const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale());
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
-      const std::string compressor = codecOf(i);
+      const std::string compressor = candidates_[i].plan.codecKey();
       if (std::find(compressors.begin(), compressors.end(), compressor) != compressors.end()) continue;
       if (!couldReplace(bar, pts[i], barMargin, opts_.timeWeight, opts_.kneeScale())) {
         skipped.push_back(candidates_[i].plan.key());

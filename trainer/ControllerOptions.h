@@ -156,7 +156,9 @@ struct ControllerOptions {
   Plan smallPlan;                 // fp16@engine
   Plan initial;                   // fp16@engine: the baseline until the first decision
   std::optional<Plan> pin;        // pinned mode: run this plan, measure and log what auto would pick
-  comm::ProbeOptions probe;       // the α-β probe at start
+  // The full α-β probe, where the collectives give no β (start-up, network
+  // decisions); its budget also bounds the α-only probe (1 and 4 KB, 0.5 s).
+  comm::ProbeOptions probe;
 
   KneeScale kneeScale() const { return knee == "minmax" ? KneeScale::MinMax : KneeScale::Relative; }
 

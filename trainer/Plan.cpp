@@ -10,15 +10,14 @@ namespace gradzip::trainer {
 
 bool Plan::errorFeedback() const { return compress::usesErrorFeedback(compressor, options); }
 
-std::string Plan::key() const {
-  std::string opts;
-  if (options && options.IsMap() && options.size() > 0) {
-    YAML::Emitter e;
-    e << YAML::Flow << options;
-    opts = e.c_str();
-  }
-  return compressor + opts + "@" + collective;
+std::string Plan::codecKey() const {
+  if (!options || !options.IsMap() || options.size() == 0) return compressor;
+  YAML::Emitter e;
+  e << YAML::Flow << options;
+  return compressor + e.c_str();
 }
+
+std::string Plan::key() const { return codecKey() + "@" + collective; }
 
 Plan Plan::fromYaml(YamlReader r) {
   Plan p;

@@ -31,6 +31,9 @@ struct Plan {
 
   // "thc{bits: 4}@ps": compressor, options in flow style, collective.
   std::string key() const;
+  // "thc{bits: 4}": the key without the collective. A compressor
+  // configuration's collectives share its encode/decode and statistics.
+  std::string codecKey() const;
   bool operator==(const Plan& o) const { return key() == o.key(); }
   // Whether the compressor runs under error feedback (compress/Factory.h
   // usesErrorFeedback: its `error_feedback` option, else its paper's choice).

@@ -97,7 +97,7 @@ TEST(PlanCost, ArTopKMatchesThePapersResNet18Example) {
 TEST(Candidates, EveryCandidateIsAllowedByItsCompressor) {
   const auto cands = trainer::makeCandidates({});
   std::set<std::string> keys;
-  std::map<std::string, int> perFamily;
+  std::map<std::string, int> perFamily, perCodec;
   for (const auto& c : cands) {
     EXPECT_TRUE(keys.insert(c.plan.key()).second) << "duplicate " << c.plan.key();
     ++perFamily[c.family];
@@ -107,7 +107,13 @@ TEST(Candidates, EveryCandidateIsAllowedByItsCompressor) {
     EXPECT_NE(std::find(caps.collectives.begin(), caps.collectives.end(), c.plan.collective), caps.collectives.end())
         << c.plan.key();
     EXPECT_EQ(trainer::planFromKey(c.plan.key()).key(), c.plan.key());  // keys round-trip
+    EXPECT_EQ(c.plan.codecKey() + "@" + c.plan.collective, c.plan.key());
+    ++perCodec[c.plan.codecKey()];
   }
+  // A compressor configuration's collectives share one codec key: fewer
+  // configurations than plans (THC 4-bit all-reduce runs over ring, ps, ...).
+  EXPECT_LT(perCodec.size(), cands.size());
+  EXPECT_GE(perCodec.at("thc{deployment: allreduce, bits: 4, rotation_block_log2: 10}"), 2);
   // The paper's TopK ratios: topk all-gathers (and accepts "engine"); artopk
   // has STAR and VAR over ring, tree, engine and ps.
   EXPECT_EQ(perFamily["topk"], 5 * 2);
