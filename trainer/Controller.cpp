@@ -81,18 +81,27 @@ Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSyn
 
 Controller::~Controller() = default;
 
-compress::Compressor& Controller::codec(const Plan& plan) {
-  auto& slot = codecs_[plan.key()];
-  if (!slot) {
-    YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
-    slot = compress::makeCompressor(plan.compressor, r);
-  }
-  return *slot;
+std::unique_ptr<compress::Compressor> Controller::freshCodec(const Plan& plan) const {
+  YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
+  return compress::makeCompressor(plan.compressor, r);
 }
 
 double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out) {
   const int64_t d = sync_.bucketNumel(bucket);
-  const double bits = codec(plan).bitsPerCoordinate(d, comm_.size());
+  // A fresh codec that has encoded the bucket once: a shape-aware codec
+  // sizes its payload from the bucket's layout. Without it PowerSGD counted every coordinate dense (32
+  // bits, 30x its wire bytes on ResNet-20): the network detector then saw
+  // its collectives 30x faster than predicted and refitted the link from
+  // them (schedule_c1, 0d4d379 seed 3: 90 Mbit/s on a 5 Mbit/s link).
+  const auto codec = freshCodec(plan);
+  try {
+    const auto& x = sync_.lastInput(bucket).defined() ? sync_.lastInput(bucket) : sync_.bucketGradient(bucket);
+    compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(bucket), 0, bucket, 0, nullptr};
+    codec->encode(x, ctx);
+  } catch (const std::exception& e) {
+    spdlog::debug("controller: sizing {} on bucket {} without its layout: {}", plan.key(), bucket, firstLine(e.what()));
+  }
+  const double bits = codec->bitsPerCoordinate(d, comm_.size());
   *out = planCoefficients(plan, bits, d, comm_.size());
   return bits;
 }
@@ -145,10 +154,11 @@ double Controller::start(int64_t step) {
 void Controller::applyPlan(const Plan& large, int64_t step) {
   active_ = large;
   activeCoef_.clear();
+  activeBits_.clear();
   for (int k : large_) {
     sync_.setPlan(k, large);
     activeCoef_.emplace_back();
-    commCoefficientsFor(k, large, &activeCoef_.back());
+    activeBits_.push_back(commCoefficientsFor(k, large, &activeCoef_.back()));
   }
   // Latency-bound: the plan's collectives move less than half a sounding a
   // step, so on a shaped link they may fit in the token bucket's burst and
@@ -157,7 +167,15 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
   double planBytes = 0;
   for (const auto& c : activeCoef_) planBytes += c.betaBytes;
   latencyBound_ = planBytes < 0.5 * double(BandwidthSounding::periodicBytes(comm_.size()));
-  planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}}.dump() << "\n";
+  double bits = 0;  // wire bits per coordinate over the large buckets, as the model counts them
+  int64_t total = 0;
+  for (size_t i = 0; i < large_.size(); ++i) {
+    bits += activeBits_[i] * double(sync_.bucketNumel(large_[i]));
+    total += sync_.bucketNumel(large_[i]);
+  }
+  planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}, {"bits", bits / double(std::max<int64_t>(1, total))}}
+                  .dump()
+           << "\n";
   planLog_.flush();
   resetMeasurements();
 }
@@ -427,8 +445,9 @@ void Controller::load(torch::serialize::InputArchive& ar) {
   decided_ = t[1].item<double>() != 0;
   lastDecision_ = int64_t(t[2].item<double>());
   decisions_ = int64_t(t[3].item<double>());
-  // α and β (fields 4, 5) are kept for the record: start() probed the network
-  // as it is now, which is what the next decision should use.
+  // α and β (fields 4, 5) are kept for the record: start() probed α as the
+  // network is now, and β follows from the first steps after the resume
+  // (settleBeta), which is what the next decision should use.
   activeIndex_ = index;
   if (index >= 0 && !opts_.pin) applyPlan(candidates_[index].plan, lastDecision_);
 }

@@ -215,7 +215,9 @@ class Controller {
   // error-feedback residual has built up (explored, or since the last decision).
   double statCost(const CompressionStats& s, const Plan& plan, double floor = 0) const;
   void applyPlan(const Plan& large, int64_t step);
-  compress::Compressor& codec(const Plan& plan);
+  // A new codec for `plan` (screening and sizing run on their own, never on
+  // GradSync's).
+  std::unique_ptr<compress::Compressor> freshCodec(const Plan& plan) const;
   double commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out);
   int64_t broadcastInt(int64_t value);
   // Rank 0, at a check: the bytes of a bandwidth sounding due now, or 0 (none
@@ -240,10 +242,10 @@ class Controller {
   std::vector<Candidate> candidates_;
   std::vector<int> large_;  // buckets the controller decides for
   comm::LocalCommunicator local_;
-  std::map<std::string, std::unique_ptr<compress::Compressor>> codecs_;  // by plan key, for bits and screening
 
   Plan active_;             // the large buckets' plan
   std::vector<comm::AlphaBetaSample> activeCoef_;  // its α-β coefficients per large bucket
+  std::vector<double> activeBits_;  // its wire bits per coordinate per large bucket
   int64_t activeIndex_ = -1;  // into candidates_, -1 = initial or pin
   comm::NetworkParams net_;
   comm::LinkFitter fitter_;

@@ -74,8 +74,8 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
   try {
     for (int k : large_) {
       // A fresh codec per bucket: an error-feedback residual belongs to one bucket.
-      codecs_.erase(plan.key());
-      auto& c = codec(plan);
+      const auto codec = freshCodec(plan);
+      auto& c = *codec;
       const auto* fed = dynamic_cast<const compress::ErrorFeedback*>(&c);  // null: no error feedback
       // This rank's last local gradient (the aggregated mean would already
       // carry the current plan's rounding).
@@ -108,7 +108,6 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
   } catch (const std::exception& e) {
     spdlog::debug("controller: screening {} failed: {}", plan.key(), firstLine(e.what()));
   }
-  codecs_.erase(plan.key());  // screening advanced its state (residuals); start afresh next time
   return s;
 }
 

@@ -414,6 +414,32 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   EXPECT_EQ(offDecisions, 1);
 }
 
+TEST_F(ControllerTrainTest, ModelsTheWireBytesOfShapeAwareCodecs) {
+  // PowerSGD's wire size depends on the bucket's matrices (rank 1 of the
+  // MLP's 784x64 and 64x10 weights plus its dense biases: ~1.4 bits a
+  // coordinate); without the layout it counts every coordinate dense (32).
+  // The plan the controller runs (pinned here) must be modelled with the
+  // bits its screening measured, or the network detector compares its
+  // collectives with a prediction 20x too slow.
+  const std::string psgd = "{name: powersgd, collective: engine, powersgd: {rank: 1}}";
+  auto cfg = config(dir.path(), "{name: auto, pin: " + psgd + ", families: [fp16, powersgd], warmup_steps: 5,"
+                                " check_every: 5, min_interval: 100, explore: 1, explore_steps: 2}",
+                    6);
+  train(cfg);
+  const auto plans = jsonLines(cfg.runDir() + "/rank0/plans.jsonl");
+  ASSERT_GE(plans.size(), 1u);
+  const std::string key = plans[0]["plan"];
+  EXPECT_EQ(key.rfind("powersgd", 0), 0u) << key;
+  double screened = NAN;
+  for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl"))
+    if (r["event"] == "decision")
+      for (const auto& c : r["candidates"])
+        if (c["plan"] == key) screened = c["bits"];
+  ASSERT_TRUE(std::isfinite(screened)) << "no decision screened " << key;
+  EXPECT_LT(screened, 4.0);
+  EXPECT_DOUBLE_EQ(plans[0]["bits"].get<double>(), screened);
+}
+
 TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
   // Pinned to TopK 1.1% (measured and decided, never switched, so the run
   // does not depend on which plan loopback's timings favour), whose
