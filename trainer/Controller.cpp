@@ -89,10 +89,11 @@ std::unique_ptr<compress::Compressor> Controller::freshCodec(const Plan& plan) c
 double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out) {
   const int64_t d = sync_.bucketNumel(bucket);
   // A fresh codec that has encoded the bucket once: a shape-aware codec
-  // sizes its payload from the bucket's layout. Without it PowerSGD counted every coordinate dense (32
-  // bits, 30x its wire bytes on ResNet-20): the network detector then saw
-  // its collectives 30x faster than predicted and refitted the link from
-  // them (schedule_c1, 0d4d379 seed 3: 90 Mbit/s on a 5 Mbit/s link).
+  // sizes its payload from the bucket's layout. Without it PowerSGD
+  // counted every coordinate dense (32 bits, 30x its wire bytes on
+  // ResNet-20): the network detector then saw its collectives 30x faster
+  // than predicted and refitted the link from them (schedule_c1, 0d4d379
+  // seed 3: 90 Mbit/s on a 5 Mbit/s link).
   const auto codec = freshCodec(plan);
   try {
     const auto& x = sync_.lastInput(bucket).defined() ? sync_.lastInput(bucket) : sync_.bucketGradient(bucket);
@@ -154,11 +155,13 @@ double Controller::start(int64_t step) {
 void Controller::applyPlan(const Plan& large, int64_t step) {
   active_ = large;
   activeCoef_.clear();
-  activeBits_.clear();
+  double bits = 0;  // wire bits per coordinate over the large buckets, as the model counts them
+  int64_t total = 0;
   for (int k : large_) {
     sync_.setPlan(k, large);
     activeCoef_.emplace_back();
-    activeBits_.push_back(commCoefficientsFor(k, large, &activeCoef_.back()));
+    bits += commCoefficientsFor(k, large, &activeCoef_.back()) * double(sync_.bucketNumel(k));
+    total += sync_.bucketNumel(k);
   }
   // Latency-bound: the plan's collectives move less than half a sounding a
   // step, so on a shaped link they may fit in the token bucket's burst and
@@ -167,12 +170,6 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
   double planBytes = 0;
   for (const auto& c : activeCoef_) planBytes += c.betaBytes;
   latencyBound_ = planBytes < 0.5 * double(BandwidthSounding::periodicBytes(comm_.size()));
-  double bits = 0;  // wire bits per coordinate over the large buckets, as the model counts them
-  int64_t total = 0;
-  for (size_t i = 0; i < large_.size(); ++i) {
-    bits += activeBits_[i] * double(sync_.bucketNumel(large_[i]));
-    total += sync_.bucketNumel(large_[i]);
-  }
   planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}, {"bits", bits / double(std::max<int64_t>(1, total))}}
                   .dump()
            << "\n";

@@ -245,7 +245,6 @@ class Controller {
 
   Plan active_;             // the large buckets' plan
   std::vector<comm::AlphaBetaSample> activeCoef_;  // its α-β coefficients per large bucket
-  std::vector<double> activeBits_;  // its wire bits per coordinate per large bucket
   int64_t activeIndex_ = -1;  // into candidates_, -1 = initial or pin
   comm::NetworkParams net_;
   comm::LinkFitter fitter_;

@@ -218,6 +218,14 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
     const auto e = decide(dir.path(), "explore_min_steps: 2, network_interval: 10", w.then, w.families);
     const auto& d = e.decision;
     ASSERT_TRUE(d["trigger"] == "step_time" || d["trigger"] == "network") << d.dump();
+    if (d.contains("remeasure")) {
+      // The bandwidth soundings (TopKC on the MLP moves a few hundred bytes
+      // a step: latency-bound) found the link unchanged: the running plan's
+      // steps still hold and are the bar, as at any other decision.
+      std::cout << w.families << ": " << d["remeasure"].get<std::string>() << "\n";
+      EXPECT_FALSE(d.contains("predicted_knee")) << d.dump();
+      continue;
+    }
     const auto opts = trainer::ControllerOptions{};  // ef_rate, time_weight 0.85, explore_margin 0.05
     std::vector<trainer::Objectives> pts;
     size_t running = d["candidates"].size();
@@ -260,14 +268,18 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
       continue;
     }
     ASSERT_GE(d["explored"].size(), 1u) << d.dump();
+    ASSERT_TRUE(d.contains("predicted_knee")) << d.dump();
     EXPECT_EQ(d["predicted_knee"]["plan"], d["candidates"][knee]["plan"]) << d.dump();
     EXPECT_DOUBLE_EQ(d["predicted_knee"]["predicted_step"].get<double>(), pts[knee].time) << d.dump();
     for (const auto& x : d["explored"]) {
       const auto key = x["plan"].get<std::string>();
       EXPECT_NE(key, d["current"]["plan"]) << d.dump();
       EXPECT_NE(key, d["candidates"][knee]["plan"]) << d.dump();
-      for (size_t i = 0; i < pts.size(); ++i)
-        if (d["candidates"][i]["plan"] == key) EXPECT_TRUE(challenges(i)) << key << " " << d.dump();
+      for (size_t i = 0; i < pts.size(); ++i) {
+        if (d["candidates"][i]["plan"] == key) {
+          EXPECT_TRUE(challenges(i)) << key << " " << d.dump();
+        }
+      }
     }
     EXPECT_EQ(e.restores, int(d["explored"].size()));
     // The choice is the predicted knee or an explored challenger, never the
