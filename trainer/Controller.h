@@ -5,7 +5,8 @@
 // Until the first decision, the large buckets run `initial` (fp16), except
 // from provisional_step (default 2) on: there rank 0 screens every candidate
 // on that step's gradient, as in step 1 below but without exploration, and
-// every rank runs the knee of the predicted front until the first decision.
+// every rank runs the knee of the predicted front until the first decision,
+// unless `initial`, predicted too, is within explore_margin of it.
 //
 // A decision, taken when a trigger fires (the first after warmup_steps; then a
 // network or step-time change, at most every network_interval steps, or a
@@ -186,8 +187,9 @@ class Controller {
   // it took.
   double settleBeta(int64_t step);
   // Collective, at provisional_step: the knee of the predicted front (no
-  // exploration) replaces `initial` until the first decision. Returns the
-  // seconds it took.
+  // exploration) replaces `initial` until the first decision if, predicted
+  // explore_margin slower, it still would (Pareto.h couldReplace). Returns
+  // the seconds it took.
   double provisional(int64_t step, const StepMeasure& m);
   // Every rank: β from the running plan's latest collectives, the smallest
   // over ranks (observedBeta in ControllerDetail.h per rank, then MIN): the
@@ -220,6 +222,8 @@ class Controller {
   std::unique_ptr<compress::Compressor> freshCodec(const Plan& plan) const;
   double commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out);
   int64_t broadcastInt(int64_t value);
+  // `plan`'s index in candidates_; candidates_.size() when it is not one (pinned elsewhere).
+  size_t indexOf(const Plan& plan) const;
   // Rank 0, at a check: the bytes of a bandwidth sounding due now, or 0 (none
   // due, the running plan's collectives are not latency-bound, or soundings
   // are off).

@@ -155,6 +155,11 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
   return pts;
 }
 
+size_t Controller::indexOf(const Plan& plan) const {
+  return size_t(std::find_if(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.plan == plan; }) -
+                candidates_.begin());
+}
+
 double Controller::provisional(int64_t step, const StepMeasure& m) {
   const auto t0 = Clock::now();
   nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}};
@@ -167,6 +172,18 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
     const auto pts = screenAll(baseStep({&m, 1}), screened, rec, provisionalScreens_);
     if (!paretoFront(pts).empty()) {
       chosen = int64_t(kneePoint(pts, opts_.timeWeight, opts_.kneeScale()));
+      // `initial` stays unless the knee, predicted explore_margin slower,
+      // would still replace it as predicted: a saving within the model's
+      // error is no reason to compress. With 4 ranks on the 2 cores of the
+      // unshaped link TopKC 8-bit was predicted 0.1% faster than fp16 and ran
+      // for the whole epoch, its collectives no faster than fp32's.
+      const size_t self = indexOf(active_);
+      if (self < candidates_.size() && size_t(chosen) != self &&
+          !couldReplace(pts[self], pts[size_t(chosen)], opts_.exploreMargin, opts_.timeWeight, opts_.kneeScale())) {
+        rec["kept"] = fmt::format("{} is predicted within explore_margin ({}) of the knee {}", active_.key(),
+                                  opts_.exploreMargin, candidates_[size_t(chosen)].plan.key());
+        chosen = int64_t(self);
+      }
       rec["predicted_step"] = screened[size_t(chosen)].predicted;
     }
   }
@@ -363,9 +380,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     provisionalScreens_.clear();
     for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
     // The running plan among the candidates (candidates_.size() if not: pinned to another plan).
-    const size_t self = size_t(std::find_if(candidates_.begin(), candidates_.end(),
-                                            [&](const Candidate& c) { return c.plan == active_; }) -
-                               candidates_.begin());
+    const size_t self = indexOf(active_);
     if (self < candidates_.size()) activeFloor = floor[self];
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
     // a fall only plans that compress less than the running one are

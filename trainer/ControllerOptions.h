@@ -98,7 +98,8 @@ struct ControllerOptions {
   int64_t warmupSteps = 10;
   // The step after which the warm-up leaves `initial` for the knee of the
   // predicted front (screened on that step's gradient, not explored; 0 or
-  // >= warmup_steps: off; never in pinned mode).
+  // >= warmup_steps: off; never in pinned mode), unless `initial` is
+  // predicted within explore_margin of the knee.
   // At 10 Mbit/s an fp16 step takes 0.9 s against 0.1 s for TopK; with it
   // the step-50 evaluation came up to 8 s sooner there
   // (experiments/results/controller_ablation.md, "A provisional plan"). 2, not 1:
@@ -120,6 +121,8 @@ struct ControllerOptions {
   // measured step and statistics) with its predicted step this much slower
   // (Pareto.h couldReplace; the cost model is within ~5% on measured runs).
   // Not applied when the running plan must be re-measured (network decisions).
+  // The provisional step leaves `initial` only for a knee that, predicted
+  // this much slower, would still replace it as predicted.
   double exploreMargin = 0.05;
   // Steps between trigger checks (one 16-byte broadcast each). 5, not 10:
   // a network change waits for the next check after it has persisted.
