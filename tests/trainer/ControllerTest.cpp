@@ -368,8 +368,9 @@ std::string expectedProvisional(const trainer::TrainConfig& cfg, const nlohmann:
 
 TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalStep) {
   // After step 2 rank 0 screens every candidate and all ranks run the knee of
-  // the predicted front (recomputed here from the logged predictions and
-  // vNMSEs under the run's statistical cost) until the first decision at
+  // the predicted front, or stay on fp16 if it is predicted within
+  // explore_margin of the knee (recomputed here from the logged predictions
+  // and vNMSEs under the run's statistical cost) until the first decision at
   // step 10, which measures that plan as the running one, reusing the
   // provisional screenings. With provisional_step 0 the warm-up stays on
   // fp16 and the first decision screens. Either way α comes from the start-up
