@@ -1,12 +1,12 @@
 // Butterfly levels of the fast Walsh–Hadamard transform (THC §5.1) on data
-// held in AVX-512 registers, shared by compress/Hadamard.cpp and THC's fused
+// held in AVX-512 (or AVX2) registers, shared by compress/Hadamard.cpp and THC's fused
 // block kernels (compress/ThcBlock512.cpp): element strides 1..8 inside one
 // 16-float register, and register strides between registers of an array. A
 // level maps (a, b) to (a + b, a − b) for every pair at its stride; any code
 // that applies the levels in increasing stride order computes every output
 // with the same float operations as the plain butterfly loops (tested bit for
 // bit in tests/compress/HadamardTest.cpp and ThcTest.cpp). x86-64 with GCC or
-// Clang only; callers check AVX-512 F at run time.
+// Clang only; callers check AVX-512 F (or AVX2 and FMA) at run time.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -44,6 +44,33 @@ __attribute__((target("avx512f"), always_inline)) inline void registerLevels(__m
         const __m512 u = v[j], w = v[j + h];
         v[j] = _mm512_add_ps(u, w);
         v[j + h] = _mm512_sub_ps(u, w);
+      }
+}
+
+// strides1to8 for one 8-float group in an AVX2 register: strides 1 and 2 by
+// in-lane shuffles, 4 by swapping the 128-bit halves; the same exact ±1 FMAs.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 strides1to4(__m256 v) {
+  const __m256 s1 = _mm256_set_ps(-1, 1, -1, 1, -1, 1, -1, 1);
+  const __m256 s2 = _mm256_set_ps(-1, -1, 1, 1, -1, -1, 1, 1);
+  const __m256 s4 = _mm256_set_ps(-1, -1, -1, -1, 1, 1, 1, 1);
+  v = _mm256_fmadd_ps(v, s1, _mm256_permute_ps(v, 0xB1));          // lanes 1,0,3,2 of each half
+  v = _mm256_fmadd_ps(v, s2, _mm256_permute_ps(v, 0x4E));          // lanes 2,3,0,1
+  return _mm256_fmadd_ps(v, s4, _mm256_permute2f128_ps(v, v, 0x01));  // halves swapped
+}
+
+// registerLevels on AVX2 registers: element strides 8·1 .. 8·N/2 when v[r]
+// holds floats 8r .. 8r + 7 of a group.
+template <int N>
+__attribute__((target("avx2,fma"), always_inline)) inline void registerLevels256(__m256* v) {
+#pragma GCC unroll 8
+  for (int h = 1; h < N; h *= 2)
+#pragma GCC unroll 16
+    for (int r = 0; r < N; r += 2 * h)
+#pragma GCC unroll 16
+      for (int j = r; j < r + h; ++j) {
+        const __m256 u = v[j], w = v[j + h];
+        v[j] = _mm256_add_ps(u, w);
+        v[j + h] = _mm256_sub_ps(u, w);
       }
 }
 

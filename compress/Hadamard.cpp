@@ -5,6 +5,7 @@
 
 #include "compress/CounterRng.h"
 #include "compress/FwhtRegisters.h"
+#include "compress/SimdKernels.h"
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>
@@ -65,23 +66,45 @@ __attribute__((target("avx512f"))) void strides256(float* x, int64_t n) {
   }
 }
 
-bool haveAvx512f() {
-  static const bool v = __builtin_cpu_supports("avx512f");
-  return v;
+// strides256 with AVX2: strides 1 to 32 of every 64-float group in 8
+// registers, the same operations in the same order (so the same bits).
+__attribute__((target("avx2,fma"))) void strides64(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64) {
+    __m256 v[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) v[r] = fwht::strides1to4(_mm256_loadu_ps(x + i + 8 * r));
+    fwht::registerLevels256<8>(v);  // element strides 8 .. 32
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) _mm256_storeu_ps(x + i + 8 * r, v[r]);
+  }
+}
+
+// Strides 1 .. 4 of every 8-float group of x[0, n).
+__attribute__((target("avx2,fma"))) void smallStrides256(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, fwht::strides1to4(_mm256_loadu_ps(x + i)));
 }
 #endif
 
 // All strides in [1, tile) of x[0, n) (n a multiple of tile).
 void tileButterflies(float* x, int64_t n, int64_t tile) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (tile >= 256 && haveAvx512f()) {
+  const bool avx512 = simd::haveAvx512(), avx2 = simd::haveAvx2();
+  int64_t done = 1;  // strides below `done` are finished
+  if (tile >= 256 && avx512) {
     strides256(x, n);
-    for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 256, tile);
-    return;
-  }
-  if (tile >= 16 && haveAvx512f()) {
+    done = 256;
+  } else if (tile >= 16 && avx512) {
     smallStrides512(x, n);
-    for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, 16, tile);
+    done = 16;
+  } else if (tile >= 64 && avx2) {
+    strides64(x, n);
+    done = 64;
+  } else if (tile >= 8 && avx2) {
+    smallStrides256(x, n);
+    done = 8;
+  }
+  if (done > 1) {
+    for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, done, tile);
     return;
   }
 #endif
@@ -94,22 +117,58 @@ int64_t nextPow2(int64_t v) {
   return p;
 }
 
-}  // namespace
-
+// applyRandomSigns, one coordinate at a time.
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
-void applyRandomSigns(const float* in, int64_t lo, int64_t hi, uint64_t seed, float* out) {
+void signsLoop(const float* in, int64_t lo, int64_t hi, uint64_t seed, float scale, float* out) {
   for (int64_t w = lo / 64; w * 64 < hi; ++w) {
     const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
     const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
     for (int64_t i = b; i < e; ++i) {
       uint32_t u;
-      std::memcpy(&u, in + (i - lo), 4);
+      const float v = scale == 1.0f ? in[i - lo] : in[i - lo] * scale;
+      std::memcpy(&u, &v, 4);
       u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
       std::memcpy(out + (i - lo), &u, 4);
     }
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// applyRandomSigns with AVX2 on coordinates [lo, hi), both multiples of 8:
+// lane l of the step at i takes bit l of byte (i mod 64)/8 of the word, moved
+// to the sign position by a left shift of 31 − l.
+__attribute__((target("avx2"))) void signs256(const float* in, int64_t lo, int64_t hi, uint64_t seed, float scale,
+                                              float* out) {
+  const __m256i shifts = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
+  const __m256i signBit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256 scaleV = _mm256_set1_ps(scale);
+  uint64_t bits = randomBits(seed, static_cast<uint64_t>(lo / 64));
+  for (int64_t i = lo; i < hi; i += 8) {
+    if (i % 64 == 0) bits = randomBits(seed, static_cast<uint64_t>(i / 64));
+    const __m256i byte = _mm256_set1_epi32(static_cast<int>((bits >> (i & 63)) & 0xFF));
+    __m256 v = _mm256_loadu_ps(in + (i - lo));
+    if (scale != 1.0f) v = _mm256_mul_ps(v, scaleV);
+    const __m256i sign = _mm256_and_si256(_mm256_sllv_epi32(byte, shifts), signBit);
+    _mm256_storeu_ps(out + (i - lo), _mm256_xor_ps(v, _mm256_castsi256_ps(sign)));
+  }
+}
+#endif
+
+}  // namespace
+
+void applyRandomSigns(const float* in, int64_t lo, int64_t hi, uint64_t seed, float* out, float scale) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const int64_t a = std::min(hi, (lo + 7) / 8 * 8), b = std::max(a, hi / 8 * 8);
+  if (simd::haveAvx2() && b - a >= 64) {
+    signsLoop(in, lo, a, seed, scale, out);
+    signs256(in + (a - lo), a, b, seed, scale, out + (a - lo));
+    signsLoop(in + (b - lo), b, hi, seed, scale, out + (b - lo));
+    return;
+  }
+#endif
+  signsLoop(in, lo, hi, seed, scale, out);
 }
 
 void fwhtInPlace(float* x, int64_t n, int64_t block) {
@@ -169,8 +228,7 @@ at::Tensor RandomizedHadamard::inverse(const at::Tensor& y, uint64_t sharedSeed)
   float* o = out.data_ptr<float>();
   at::parallel_for(0, (d_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
     const int64_t lo = b * 64, hi = std::min(d_, e * 64);
-    for (int64_t i = lo; i < hi; ++i) o[i] = v[i] * scale;
-    applyRandomSigns(o + lo, lo, hi, sharedSeed, o + lo);
+    applyRandomSigns(v + lo, lo, hi, sharedSeed, o + lo, scale);
   });
   return out;
 }

@@ -19,12 +19,13 @@ namespace gradzip::compress {
 // twice multiplies by `block`.
 void fwhtInPlace(float* x, int64_t n, int64_t block);
 
-// D, the RHT's random ±1 diagonal: out[i − lo] = ±in[i − lo] for coordinates
-// i in [lo, hi) of a vector, negated iff bit (i mod 64) of word i/64 of
-// `seed`'s stream (CounterRng.h randomBits) is set. An xor of the sign bit,
-// branch-free (a branch on random bits mispredicts half the time). in may
-// equal out.
-void applyRandomSigns(const float* in, int64_t lo, int64_t hi, uint64_t seed, float* out);
+// D, the RHT's random ±1 diagonal: out[i − lo] = ±(in[i − lo]·scale) for
+// coordinates i in [lo, hi) of a vector (no product when scale == 1), negated
+// iff bit (i mod 64) of word i/64 of `seed`'s stream (CounterRng.h randomBits)
+// is set. An xor of the sign bit, branch-free (a branch on random bits
+// mispredicts half the time); with AVX2, eight coordinates per step take their
+// sign bits from one byte of the word by a variable shift. in may equal out.
+void applyRandomSigns(const float* in, int64_t lo, int64_t hi, uint64_t seed, float* out, float scale = 1.0f);
 
 class RandomizedHadamard {
  public:

@@ -1,6 +1,7 @@
 // Implements compress/NaturalKernels.h: the portable loops (branch-free, so
-// GCC vectorises them for each target_clones target), the AVX-512 decoders and
-// the run-time dispatch; the AVX-512 encoders are in NaturalEncoder512.cpp.
+// GCC vectorises them for each target_clones target), the AVX-512 and AVX2
+// decoders and the run-time dispatch; the encoders are in
+// NaturalEncoder512.cpp and NaturalEncoder256.cpp.
 // The VBMI decoder reads the two non-zero bytes of each float from byte tables;
 // without VBMI a shift-and-mask decoder takes 16 codes per step.
 #include "compress/NaturalKernels.h"
@@ -99,6 +100,27 @@ GZ_NAT_AVX512 void decode512(const uint8_t* codes, int64_t n, float* out) {
   decodeLoop(codes + body, n - body, out + body);
 }
 
+// decode512 with AVX2: the same arithmetic, the flag test as a compare mask.
+__attribute__((target("avx2,fma,f16c"))) void decode256(const uint8_t* codes, int64_t n, float* out) {
+  const int64_t body = n / 8 * 8;
+  const __m256i signBit = _mm256_set1_epi32(0x80), flag = _mm256_set1_epi32(0x40);
+  const __m256i bias = _mm256_set1_epi32(127 + kNatMinExp - 0x40);
+  // Large outputs: non-temporal stores (simd::kStreamBytes).
+  const bool stream = n * 4 >= simd::kStreamBytes && reinterpret_cast<uintptr_t>(out) % 32 == 0;
+  for (int64_t i = 0; i < body; i += 8) {
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+    const __m256i t = _mm256_add_epi32(_mm256_add_epi32(c, _mm256_and_si256(c, signBit)), bias);
+    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(c, flag), flag);
+    const __m256i v = _mm256_and_si256(_mm256_slli_epi32(t, 23), on);
+    if (stream)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), v);
+    else
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), v);
+  }
+  if (stream) _mm_sfence();
+  decodeLoop(codes + body, n - body, out + body);
+}
+
 // decode512 with AVX-512 VBMI byte permutes, 64 codes per step: only the two
 // high bytes of a decoded float are non-zero, b3 = sign·2^7 + (field >> 1) and
 // b2 = (field & 1)·2^7 with field = (c & 0x3F) + 77; both come from 64-entry
@@ -156,6 +178,7 @@ bool haveVbmi() {
 int64_t encode(const float* x, int64_t n, uint64_t seed, bool stochastic, uint8_t* out, uint32_t* expMax) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (simd::haveAvx512()) return detail::encode512(x, n, seed, stochastic, haveVbmi(), out, expMax);
+  if (simd::haveAvx2()) return detail::encode256(x, n, seed, stochastic, out, expMax);
 #endif
   return detail::encodeLoop(x, n, seed, 0, stochastic, out, expMax);
 }
@@ -163,6 +186,7 @@ int64_t encode(const float* x, int64_t n, uint64_t seed, bool stochastic, uint8_
 void decode(const uint8_t* codes, int64_t n, float* out) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (simd::haveAvx512()) return haveVbmi() ? decodeVbmi(codes, n, out) : decode512(codes, n, out);
+  if (simd::haveAvx2()) return decode256(codes, n, out);
 #endif
   decodeLoop(codes, n, out);
 }

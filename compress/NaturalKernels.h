@@ -2,10 +2,10 @@
 // Definition 1; compress/NaturalCompression.h): the 8-bit encoder over a whole
 // float buffer and the decoder back to floats. Each has a portable loop
 // (compiled for AVX-512, AVX2 and baseline x86-64 by GCC function
-// multi-versioning) and a hand-written AVX-512 path picked at run time; both
-// produce exactly naturalEncode / naturalDecode of every coordinate, with the
-// noise of coordinate i from naturalNoise(seed, i), so the codes do not depend
-// on the path (tested).
+// multi-versioning) and hand-written AVX-512 and AVX2 paths
+// picked at run time (simd::level()); all produce exactly naturalEncode /
+// naturalDecode of every coordinate, with the noise of coordinate i from
+// naturalNoise(seed, i), so the codes do not depend on the path (tested).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Internals shared by C_nat's kernel files (compress/NaturalKernels.cpp: the
-// portable loops, the decoders and the dispatch; compress/NaturalEncoder512.cpp:
-// the AVX-512 encoders). Not part of the compressor interface.
+// portable loops, the decoders and the dispatch; compress/NaturalEncoder512.cpp
+// and NaturalEncoder256.cpp: the AVX-512 and AVX2 encoders). Not part of the
+// compressor interface.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,11 @@ int64_t encodeLoop(const float* x, int64_t n, uint64_t seed, uint64_t first, boo
 // encode() on CPUs with AVX-512 F/DQ/BW/VL (x86-64, GCC or Clang; callers check
 // the CPU): 64 coordinates per step, with VBMI's fast path when `vbmi`, the
 // tail through encodeLoop. The same codes and return values as encodeLoop.
+// encode() on CPUs with AVX2, FMA and F16C (x86-64; callers check the CPU): 32
+// coordinates per step, the tail through encodeLoop. The same codes and return
+// values as encodeLoop.
+int64_t encode256(const float* x, int64_t n, uint64_t seed, bool stochastic, uint8_t* out, uint32_t* expMax);
+
 int64_t encode512(const float* x, int64_t n, uint64_t seed, bool stochastic, bool vbmi, uint8_t* out,
                   uint32_t* expMax);
 

@@ -1,15 +1,21 @@
 // Implements compress/SimdKernels.h. The fp16 casts use the F16C / AVX-512
 // conversion instructions through intrinsics because GCC 12 does not vectorise
-// _Float16 conversions (it emits one scalar vcvtps2ph per element); everything
-// else is plain loops that GCC vectorises at -O3 for each target_clones target.
+// _Float16 conversions (it emits one scalar vcvtps2ph per element); the bf16
+// casts, chunk norms and the uniform stream have AVX-512 and AVX2 intrinsic
+// paths (the AVX2 ones for CPUs without AVX-512, where the portable loops ran
+// 3-10x slower: experiments/results/compressors_portable.md); everything else
+// is plain loops that GCC vectorises at -O3 for each target_clones target.
 // The finiteness test looks only at the exponent field: x is non-finite iff
 // (bits(x) & 0x7F800000) == 0x7F800000, so a running unsigned max of that field
 // over the vector decides it without a branch in the loop.
 #include "compress/SimdKernels.h"
 
 #include "compress/CounterRng.h"
+#include "compress/Splitmix256.h"
+#include "util/Error.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -131,7 +137,7 @@ __attribute__((target("avx512f"))) uint32_t toHalf512(const float* x, float div,
     }
   }
   const uint32_t m = _mm512_reduce_max_epu32(mx);
-  const uint32_t t = toHalfScalar(x + i, div, out + i, n - i);
+  const uint32_t t = i < n ? toHalfScalar(x + i, div, out + i, n - i) : 0;
   return m > t ? m : t;
 }
 
@@ -151,7 +157,7 @@ __attribute__((target("avx512f"))) void fromHalf512(const c10::Half* in, float m
                                                    reinterpret_cast<const __m256i*>(in + i))),
                                                mv));
   }
-  fromHalfScalar(in + i, mul, out + i, n - i);
+  if (i < n) fromHalfScalar(in + i, mul, out + i, n - i);
 }
 
 __attribute__((target("avx2,f16c"))) uint32_t toHalf256(const float* x, float div, c10::Half* out, int64_t n) {
@@ -159,6 +165,7 @@ __attribute__((target("avx2,f16c"))) uint32_t toHalf256(const float* x, float di
   const __m256 dv = _mm256_set1_ps(div);
   __m256i mx = _mm256_setzero_si256();
   int64_t i = 0;
+#pragma GCC unroll 4
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_loadu_ps(x + i);
     mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(v), expMask));
@@ -167,7 +174,7 @@ __attribute__((target("avx2,f16c"))) uint32_t toHalf256(const float* x, float di
   }
   alignas(32) uint32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mx);
-  uint32_t m = toHalfScalar(x + i, div, out + i, n - i);
+  uint32_t m = i < n ? toHalfScalar(x + i, div, out + i, n - i) : 0;
   for (uint32_t l : lanes) m = l > m ? l : m;
   return m;
 }
@@ -175,12 +182,64 @@ __attribute__((target("avx2,f16c"))) uint32_t toHalf256(const float* x, float di
 __attribute__((target("avx2,f16c"))) void fromHalf256(const c10::Half* in, float mul, float* out, int64_t n) {
   const __m256 mv = _mm256_set1_ps(mul);
   int64_t i = 0;
+#pragma GCC unroll 4
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
     if (mul != 1.0f) v = _mm256_mul_ps(v, mv);
     _mm256_storeu_ps(out + i, v);
   }
-  fromHalfScalar(in + i, mul, out + i, n - i);
+  if (i < n) fromHalfScalar(in + i, mul, out + i, n - i);
+}
+
+// toBf16's rounding of eight floats' bits w to bfloat16 bits (in 32-bit lanes).
+__attribute__((target("avx2"), always_inline)) inline __m256i bf16Bits256(__m256i w) {
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(w, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(w, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+}
+
+// toBf16 with AVX2, 16 floats per step (two saturating-pack halves put back
+// in order by one 64-bit lane permutation); the same bits.
+__attribute__((target("avx2"))) uint32_t toBf16_256(const float* x, float div, uint16_t* out, int64_t n) {
+  const __m256i expMask = _mm256_set1_epi32(static_cast<int>(kExp));
+  const __m256 dv = _mm256_set1_ps(div);
+  __m256i mx = _mm256_setzero_si256();
+  int64_t i = 0;
+#pragma GCC unroll 2
+  for (; i + 16 <= n; i += 16) {
+    __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(a), expMask));
+    mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(b), expMask));
+    if (div != 1.0f) {
+      a = _mm256_div_ps(a, dv);
+      b = _mm256_div_ps(b, dv);
+    }
+    const __m256i p = _mm256_packus_epi32(bf16Bits256(_mm256_castps_si256(a)), bf16Bits256(_mm256_castps_si256(b)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(p, 0xD8));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mx);
+  uint32_t m = i < n ? toBf16(x + i, div, out + i, n - i) : 0;
+  for (uint32_t l : lanes) m = l > m ? l : m;
+  return m;
+}
+
+// bf16 -> float with AVX2 (a 16-bit shift), non-temporal stores for large outputs.
+__attribute__((target("avx2"))) void fromBf16_256(const uint16_t* in, float mul, float* out, int64_t n) {
+  const bool stream = n * 4 >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 32 == 0;
+  const __m256 mv = _mm256_set1_ps(mul);
+  int64_t i = 0;
+#pragma GCC unroll 4
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))), 16);
+    __m256 v = _mm256_castsi256_ps(w);
+    if (mul != 1.0f) v = _mm256_mul_ps(v, mv);
+    if (stream)
+      _mm256_stream_ps(out + i, v);
+    else
+      _mm256_storeu_ps(out + i, v);
+  }
+  if (stream) _mm_sfence();
+  if (i < n) fromBf16(in + i, mul, out + i, n - i);
 }
 
 __attribute__((target("avx512f"))) __m512 reduce16(const __m512* a);
@@ -242,7 +301,7 @@ __attribute__((target("avx512f,avx512bw"))) void fromBf16_512(const uint16_t* in
       _mm512_storeu_ps(out + i, v);
   }
   if (stream) _mm_sfence();
-  fromBf16(in + i, mul, out + i, n - i);
+  if (i < n) fromBf16(in + i, mul, out + i, n - i);
 }
 
 // Sums of 16 chunk accumulators, one per lane (a transpose-reduce tree: four
@@ -273,11 +332,72 @@ bool haveF16c() {
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
 
-int halfLevel() {
-  static const int level = __builtin_cpu_supports("avx512f")                       ? 2
-                           : (__builtin_cpu_supports("avx2") && haveF16c()) ? 1
-                                                                            : 0;
-  return level;
+// Σ p[i]² over one chunk of C floats (C a multiple of 16) in two 8-lane
+// accumulators (lanes i mod 16, as chunkSqScalar's), added lane by lane, and the
+// exponent-field maximum into *mx.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 chunkSum256(const float* p, int64_t C, __m256i* mx) {
+  const __m256i expMask = _mm256_set1_epi32(static_cast<int>(kExp));
+  __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+  for (int64_t i = 0; i < C; i += 16) {
+    const __m256 u = _mm256_loadu_ps(p + i), v = _mm256_loadu_ps(p + i + 8);
+    *mx = _mm256_max_epu32(*mx, _mm256_and_si256(_mm256_castps_si256(u), expMask));
+    *mx = _mm256_max_epu32(*mx, _mm256_and_si256(_mm256_castps_si256(v), expMask));
+    a = _mm256_fmadd_ps(u, u, a);
+    b = _mm256_fmadd_ps(v, v, b);
+  }
+  return _mm256_add_ps(a, b);
+}
+
+// chunkSq512 with AVX2: eight chunks' sums at once by a horizontal-add tree.
+__attribute__((target("avx2,fma"))) uint32_t chunkSq256(const float* x, int64_t d, int64_t C, float* sq) {
+  __m256i mx = _mm256_setzero_si256();
+  const int64_t full = d / C;  // whole chunks; C is a multiple of 16 here
+  int64_t c0 = 0;
+  for (; c0 + 8 <= full; c0 += 8) {
+    __m256 s[8];
+    for (int k = 0; k < 8; ++k) s[k] = chunkSum256(x + (c0 + k) * C, C, &mx);
+    const __m256 h01 = _mm256_hadd_ps(s[0], s[1]), h23 = _mm256_hadd_ps(s[2], s[3]);
+    const __m256 h45 = _mm256_hadd_ps(s[4], s[5]), h67 = _mm256_hadd_ps(s[6], s[7]);
+    const __m256 lo = _mm256_hadd_ps(h01, h23), hi = _mm256_hadd_ps(h45, h67);  // per 128-bit half
+    _mm256_storeu_ps(sq + c0, _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)));
+  }
+  for (int64_t c = c0; c < full; ++c) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, chunkSum256(x + c * C, C, &mx));
+    sq[c] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mx);
+  uint32_t m = 0;
+  for (uint32_t v : lanes) m = v > m ? v : m;
+  if (full * C < d) {
+    float s = 0;
+    for (int64_t i = full * C; i < d; ++i) {
+      const uint32_t e = bitsOf(x[i]) & kExp;
+      m = e > m ? e : m;
+      s += x[i] * x[i];
+    }
+    sq[full] = s;
+  }
+  return m;
+}
+
+// uniformHalf512 with AVX2: four splitmix64 words (eight numbers) per step.
+__attribute__((target("avx2,fma,f16c"))) void uniformHalf256(uint64_t seed, uint64_t first, int64_t n, float* out) {
+  int64_t k = 0;
+  if (n > 0 && first % 2 == 1) {  // start on a word boundary
+    out[0] = uniform01Half(seed, first);
+    k = 1;
+  }
+  __m256i state = splitmix256::states(seed, (first + static_cast<uint64_t>(k)) / 2);
+  const __m256i step = splitmix256::step4();
+  const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+  for (; k + 8 <= n; k += 8) {
+    const __m256i z = splitmix256::finalise4(state);
+    state = _mm256_add_epi64(state, step);
+    _mm256_storeu_ps(out + k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(z, 8)), scale));
+  }
+  for (; k < n; ++k) out[k] = uniform01Half(seed, first + static_cast<uint64_t>(k));
 }
 #endif
 
@@ -335,26 +455,59 @@ uint32_t chunkSqScalar(const float* x, int64_t d, int64_t C, float* sq) {
 
 }  // namespace detail
 
-bool haveAvx512() {
+Level cpuLevel() {
 #if GZ_X86
-  static const bool v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return v;
+  static const Level l = (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                          detail::haveF16c())
+                             ? Level::kAvx512
+                         : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && detail::haveF16c())
+                             ? Level::kAvx2
+                             : Level::kPortable;
+  return l;
 #else
-  return false;
+  return Level::kPortable;
 #endif
 }
+
+namespace {
+std::atomic<int> gCap{static_cast<int>(Level::kAvx512)};
+}  // namespace
+
+Level level() { return static_cast<Level>(std::min(static_cast<int>(cpuLevel()), gCap.load(std::memory_order_relaxed))); }
+
+Level capLevel(Level cap) { return static_cast<Level>(gCap.exchange(static_cast<int>(cap))); }
+
+const char* levelName(Level l) {
+  switch (l) {
+    case Level::kAvx512: return "avx512";
+    case Level::kAvx2: return "avx2";
+    default: return "portable";
+  }
+}
+
+Level parseLevel(const std::string& name) {
+  for (Level l : {Level::kPortable, Level::kAvx2, Level::kAvx512})
+    if (name == levelName(l)) return l;
+  GZ_CHECK(false, "unknown SIMD level '{}' (expected portable, avx2 or avx512)", name);
+  return Level::kPortable;
+}
+
+bool haveAvx512() { return level() == Level::kAvx512; }
+bool haveAvx2() { return level() >= Level::kAvx2; }
 
 void uniform01HalfFill(uint64_t seed, uint64_t first, int64_t n, float* out) {
 #if GZ_X86
   if (haveAvx512()) return detail::uniformHalf512(seed, first, n, out);
+  if (haveAvx2()) return detail::uniformHalf256(seed, first, n, out);
 #endif
   for (int64_t k = 0; k < n; ++k) out[k] = uniform01Half(seed, first + static_cast<uint64_t>(k));
 }
 
 bool chunkSquaredNorms(const float* x, int64_t d, int64_t C, float* sq) {
 #if GZ_X86
-  if (C % 16 == 0 && detail::halfLevel() == 2) return detail::chunkSq512(x, d, C, sq) != detail::kExp;
+  if (C % 16 == 0 && haveAvx512()) return detail::chunkSq512(x, d, C, sq) != detail::kExp;
+  if (C % 16 == 0 && haveAvx2()) return detail::chunkSq256(x, d, C, sq) != detail::kExp;
 #endif
   return detail::chunkSqScalar(x, d, C, sq) != detail::kExp;
 }
@@ -365,7 +518,7 @@ bool copyFinite(const float* x, float* out, int64_t n) { return detail::copyMaxE
 
 bool floatToHalf(const float* x, float div, c10::Half* out, int64_t n) {
 #if GZ_X86
-  switch (detail::halfLevel()) {
+  switch (static_cast<int>(level())) {
     case 2: return detail::toHalf512(x, div, out, n) != detail::kExp;
     case 1: return detail::toHalf256(x, div, out, n) != detail::kExp;
     default: break;
@@ -376,7 +529,7 @@ bool floatToHalf(const float* x, float div, c10::Half* out, int64_t n) {
 
 void halfToFloat(const c10::Half* in, float mul, float* out, int64_t n) {
 #if GZ_X86
-  switch (detail::halfLevel()) {
+  switch (static_cast<int>(level())) {
     case 2: return detail::fromHalf512(in, mul, out, n);
     case 1: return detail::fromHalf256(in, mul, out, n);
     default: break;
@@ -386,12 +539,16 @@ void halfToFloat(const c10::Half* in, float mul, float* out, int64_t n) {
 }
 
 bool floatToBf16(const float* x, float div, c10::BFloat16* out, int64_t n) {
+#if GZ_X86
+  if (haveAvx2()) return detail::toBf16_256(x, div, reinterpret_cast<uint16_t*>(out), n) != detail::kExp;
+#endif
   return detail::toBf16(x, div, reinterpret_cast<uint16_t*>(out), n) != detail::kExp;
 }
 
 void bf16ToFloat(const c10::BFloat16* in, float mul, float* out, int64_t n) {
 #if GZ_X86
   if (haveAvx512()) return detail::fromBf16_512(reinterpret_cast<const uint16_t*>(in), mul, out, n);
+  if (haveAvx2()) return detail::fromBf16_256(reinterpret_cast<const uint16_t*>(in), mul, out, n);
 #endif
   detail::fromBf16(reinterpret_cast<const uint16_t*>(in), mul, out, n);
 }

@@ -2,15 +2,18 @@
 // the finiteness check fused into the cast to the wire type (so "NaN never
 // spreads silently" costs no extra pass over the gradient), fp32 <-> fp16 and
 // fp32 <-> bf16 casts with an optional scale, a fused finite-checking copy, and
-// a reusable-buffer helper. Each kernel is one loop over contiguous memory; it
-// is compiled for AVX-512, AVX2 and baseline x86-64 and picked at run time
-// (GCC function multi-versioning), with plain scalar code everywhere else. The
-// casts round to nearest even, exactly as at::Tensor::to(kHalf / kBFloat16).
+// a reusable-buffer helper, and the SIMD tier (Level) that every compressor
+// kernel dispatches on. Each kernel is one loop over contiguous memory, with
+// AVX-512 and AVX2 intrinsic paths picked at run time by level() and a
+// portable loop (compiled for AVX-512, AVX2 and baseline x86-64 by GCC function
+// multi-versioning; plain scalar code elsewhere). The casts round to nearest
+// even, exactly as at::Tensor::to(kHalf / kBFloat16).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 
 namespace gradzip::compress::simd {
 
@@ -34,9 +37,28 @@ bool copyFinite(const float* x, float* out, int64_t n);
 // memcpy, the benchmark's yardstick, does the same for large copies).
 constexpr int64_t kStreamBytes = int64_t{16} << 20;
 
-// True when the CPU runs AVX-512 F, DQ, BW and VL (the wide paths of the
-// compressors' own intrinsic kernels check it once).
+// The instruction-set tier of the compressors' hand-written kernels: AVX-512
+// (F, DQ, BW, VL), AVX2 (with FMA and F16C, as x86-64-v3) or the portable loops
+// (which GCC still vectorises per target_clones target). level() is the CPU's
+// tier, lowered to a cap when one is set: the tests run every tier the CPU
+// has against the same references, and `gradzip bench compressors --simd`
+// measures a lower tier on a wider CPU. All tiers produce the same bits except
+// where a kernel's header says otherwise.
+enum class Level : int { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+Level cpuLevel();
+Level level();
+// Caps level() at `cap` for the whole process (set it before kernels run, not
+// while they run on other threads); returns the previous cap.
+Level capLevel(Level cap);
+// "portable" | "avx2" | "avx512", and back (throws on any other name).
+const char* levelName(Level l);
+Level parseLevel(const std::string& name);
+
+// level() == Level::kAvx512 (the wide paths of the compressors' own intrinsic
+// kernels).
 bool haveAvx512();
+// level() >= Level::kAvx2.
+bool haveAvx2();
 
 // Squared L2 norm of every C-chunk of x[0, d) (the last chunk may be short)
 // into sq[0, ceil(d/C)); returns allFinite(x), decided in the same pass.

@@ -168,8 +168,8 @@ GZ_THC512 double sumSquaresT(const float* x, int64_t valid, int64_t B) {
 }  // namespace
 
 bool supportsBlock(int64_t B) {
-  static const bool cpu = simd::haveAvx512() && __builtin_cpu_supports("avx512vbmi");
-  return cpu && B >= 256 && B <= 4096 && B % 256 == 0;
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  return simd::haveAvx512() && vbmi && B >= 256 && B <= 4096 && B % 256 == 0;
 }
 
 bool supports(int64_t B, int fieldBits) { return (fieldBits == 4 || fieldBits == 8) && supportsBlock(B); }

@@ -1,7 +1,9 @@
 // Implements compress/ThcKernels.h. Blocks of 2^8..2^12 coordinates with 4- or
 // 8-bit fields go to the AVX-512 kernels of compress/ThcBlock512.h where the
 // CPU has them (which also fuse the codec's block norms into the rotation
-// pass); the portable path below does the same arithmetic. It works tile by
+// pass); the portable path below does the same arithmetic, with AVX2 kernels
+// for the rotation (Hadamard.cpp), the noise and the codes where the CPU has
+// AVX2. It works tile by
 // tile (at most kTile coordinates of one block), so the uniform noise and the
 // codes of a tile stay in L1 between the loops that produce and consume them.
 // Byte words (field widths 2, 4 and 8) take the fused path; other widths pack
@@ -106,23 +108,6 @@ GZ_THC_CLONES void unpackBytes(const uint8_t* __restrict in, int64_t len, int bi
   }
 }
 
-// out[i] = ±(R[i]·inv) for i in [lo, hi): the inverse's scale, then D.
-// (R holds coordinates [lo, lo + B): R[0] is coordinate lo.)
-GZ_THC_CLONES void scaleSigns(const float* __restrict R, int64_t lo, int64_t hi, float inv, uint64_t seed,
-                              float* __restrict out) {
-  for (int64_t w = lo / 64; w * 64 < hi; ++w) {
-    const uint64_t bits = randomBits(seed, static_cast<uint64_t>(w));
-    const int64_t b = std::max(lo, w * 64), e = std::min(hi, (w + 1) * 64);
-    for (int64_t i = b; i < e; ++i) {
-      uint32_t u;
-      const float v = R[i - lo] * inv;
-      std::memcpy(&u, &v, 4);
-      u ^= static_cast<uint32_t>((bits >> (i & 63)) & 1) << 31;
-      std::memcpy(out + i, &u, 4);
-    }
-  }
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 // tileCodes with AVX-512, the same operations lane by lane.
 __attribute__((target("avx512f"))) void tileCodes512(const float* R, const float* u, int64_t len, float inv,
@@ -144,10 +129,38 @@ __attribute__((target("avx512f"))) void tileCodes512(const float* R, const float
   if (k < len) tileCodes(R + k, u + k, len - k, inv, scale, zero, L, codes + k);
 }
 
-bool haveAvx512() { return simd::haveAvx512(); }
-#else
-bool haveAvx512() { return false; }
+// tileCodes with AVX2, the same operations lane by lane (ceil, then an exact
+// conversion, for AVX-512's round-up conversion).
+__attribute__((target("avx2,fma"))) void tileCodes256(const float* R, const float* u, int64_t len, float inv,
+                                                      float scale, bool zero, float L, int32_t* codes) {
+  const __m256 invV = _mm256_set1_ps(inv), scaleV = _mm256_set1_ps(scale), hiV = _mm256_set1_ps(L),
+               loV = _mm256_set1_ps(-L), two24 = _mm256_set1_ps(16777216.0f);
+  const __m256i ones24 = _mm256_set1_epi32(16777215), off = _mm256_set1_epi32(static_cast<int32_t>(L));
+  int64_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    __m256 y = _mm256_setzero_ps();
+    if (!zero) {
+      const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(R + k), invV);
+      y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(r, scaleV), loV), hiV);
+    }
+    const __m256i yc = _mm256_cvtps_epi32(_mm256_ceil_ps(_mm256_mul_ps(y, two24)));
+    const __m256i kbar = _mm256_sub_epi32(ones24, _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_loadu_ps(u + k), two24)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + k),
+                        _mm256_add_epi32(_mm256_srai_epi32(_mm256_add_epi32(yc, kbar), 24), off));
+  }
+  if (k < len) tileCodes(R + k, u + k, len - k, inv, scale, zero, L, codes + k);
+}
 #endif
+
+// One tile of codes through the widest kernel the CPU has (simd::level()).
+void tileCodesAny(const float* R, const float* u, int64_t len, float inv, float scale, bool zero, float L,
+                  int32_t* codes) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (simd::haveAvx512()) return tileCodes512(R, u, len, inv, scale, zero, L, codes);
+  if (simd::haveAvx2()) return tileCodes256(R, u, len, inv, scale, zero, L, codes);
+#endif
+  tileCodes(R, u, len, inv, scale, zero, L, codes);
+}
 
 bool byteWords(int fieldBits) { return fieldBits == 2 || fieldBits == 4 || fieldBits == 8; }
 
@@ -238,12 +251,7 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
     for (int64_t t = 0; t < B; t += kTile) {
       const int64_t len = std::min(kTile, B - t);
       simd::uniform01HalfFill(seed, static_cast<uint64_t>(lo + t), len, u);
-#if defined(__x86_64__) && defined(__GNUC__)
-      if (haveAvx512())
-        tileCodes512(R + t, u, len, inv, scale, !(m > 0), L, codes);
-      else
-#endif
-        tileCodes(R + t, u, len, inv, scale, !(m > 0), L, codes);
+      tileCodesAny(R + t, u, len, inv, scale, !(m > 0), L, codes);
       if (shift != 0)
         for (int64_t k = 0; k < len; ++k) codes[k] += shift;
       if (fast) {
@@ -290,7 +298,8 @@ at::Tensor unpackInverse(const at::Tensor& wordsIn, const float* range, const Ra
     }
     fwhtInPlace(y, B, B);
     // RandomizedHadamard::inverse: the 1/sqrt(B) scale, then D; padding dropped.
-    scaleSigns(y, b * B, std::min(d, (b + 1) * B), inv, sharedSeed, out.data_ptr<float>());
+    const int64_t lo = b * B;
+    applyRandomSigns(y, lo, std::min(d, lo + B), sharedSeed, out.data_ptr<float>() + lo, inv);
   }
   return out;
 }

@@ -24,6 +24,7 @@ struct BenchCompressorsArgs {
   int maxLog2 = 24;                      // ... to 2^maxLog2
   int repeats = 3;
   std::string out;  // JSON lines appended here (empty: print only)
+  std::string simd;  // cap on the kernels' SIMD tier ("portable" | "avx2" | "avx512"; empty: the CPU's)
 };
 // Single-core encode+decode throughput (GB/s of fp32 input) of each compressor
 // next to memcpy bandwidth measured in the same run, with vNMSE and bits per

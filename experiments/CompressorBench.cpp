@@ -17,6 +17,7 @@
 
 #include "comm/LocalCommunicator.h"
 #include "compress/Factory.h"
+#include "compress/SimdKernels.h"
 #include "util/Error.h"
 #include "util/Median.h"
 
@@ -154,6 +155,9 @@ void writeMarkdown(const std::string& path, const std::vector<Row>& rows, const 
   md << "# Compressor throughput (single core)\n\n";
   md << fmt::format("- date: {}\n- machine: {} ({} online CPUs); one thread (at::set_num_threads(1))\n", started,
                     cpuModel(), std::thread::hardware_concurrency());
+  md << fmt::format("- SIMD tier of the compressors' kernels: {} (the CPU's: {})\n",
+                    compress::simd::levelName(compress::simd::level()),
+                    compress::simd::levelName(compress::simd::cpuLevel()));
   md << fmt::format("- load average (/proc/loadavg: 1, 5, 15 min, running/total): before `{}`, after `{}`\n",
                     loadBefore, loadAfter);
   md << fmt::format("- command: `{}`\n", commandLine());
@@ -183,6 +187,7 @@ int benchCompressors(const BenchCompressorsArgs& args) {
   GZ_CHECK(args.minLog2 >= 1 && args.maxLog2 >= args.minLog2 && args.maxLog2 <= 30,
            "bench compressors: need 1 <= min-log2 <= max-log2 <= 30, got {}..{}", args.minLog2, args.maxLog2);
   GZ_CHECK(args.repeats >= 1, "bench compressors: repeats must be >= 1, got {}", args.repeats);
+  if (!args.simd.empty()) compress::simd::capLevel(compress::simd::parseLevel(args.simd));
   std::vector<Spec> specs;
   for (const auto& c : args.compressors.empty() ? compress::compressorNames() : args.compressors)
     specs.push_back(parseSpec(c));
@@ -202,6 +207,8 @@ int benchCompressors(const BenchCompressorsArgs& args) {
     out.open(args.out, std::ios::app);
     GZ_CHECK(out.good(), "bench compressors: cannot append to '{}'", args.out);
   }
+  fmt::print("SIMD tier of the kernels: {} (the CPU's: {})\n", compress::simd::levelName(compress::simd::level()),
+             compress::simd::levelName(compress::simd::cpuLevel()));
   fmt::print("{:<10} {:>10} {:>10} {:>10} {:>7} {:>11} {:>9} {:>9}\n", "compressor", "d", "GB/s", "memcpy", "ratio",
              "vNMSE", "bits", "payload");
   for (int k = args.minLog2; k <= args.maxLog2; ++k) {
@@ -242,7 +249,8 @@ int benchCompressors(const BenchCompressorsArgs& args) {
         nlohmann::json j = {{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options}, {"d", d},
                             {"gbps", gbps},          {"memcpy_gbps", memcpyGbps}, {"ratio", gbps / memcpyGbps},
                             {"vnmse", vnmse},        {"bits", bits},        {"payload_bits", payloadBits},
-                            {"repeats", args.repeats}, {"threads", 1}};
+                            {"repeats", args.repeats}, {"threads", 1},
+                            {"simd", compress::simd::levelName(compress::simd::level())}};
         out << j.dump() << "\n";
       }
     }

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   benchComp->add_option("--max-log2", bpArgs.maxLog2, "Largest d = 2^k")->capture_default_str();
   benchComp->add_option("--repeats", bpArgs.repeats, "Timed repetitions")->capture_default_str();
   benchComp->add_option("--out", bpArgs.out, "Append results (JSON lines) to this file");
+  benchComp->add_option("--simd", bpArgs.simd, "Cap the kernels' SIMD tier: portable, avx2 or avx512 (default: the CPU's)");
 
   auto* benchProbe = bench->add_subcommand("probe", "Fit latency α and bandwidth β by ping-pong (run under launch)");
   experiments::BenchProbeArgs prArgs;

@@ -1,9 +1,15 @@
 // Tests compress/Hadamard: the fast transform against the Sylvester matrix,
 // norm preservation, exact inversion with zero padding, shared-seed
-// determinism, and partial rotation equalling per-block rotation.
+// determinism, partial rotation equalling per-block rotation, and (at every
+// SIMD level) the fast transform and the random signs against their plain
+// definitions.
 #include "compress/Hadamard.h"
 
+#include "compress/CounterRng.h"
+#include "tests/compress/SimdLevels.h"
+
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,22 +76,46 @@ TEST(Hadamard, PartialRotationRotatesBlocksSeparately) {
 // fwhtInPlace (vectorised small strides, tiled large ones) equals the plain
 // butterfly definition bit for bit, for blocks from 8 to 2^14.
 TEST(Hadamard, FastTransformEqualsPlainButterfliesBitForBit) {
-  for (int64_t block : {8, 16, 64, 4096, 16384}) {
-    const int64_t n = 2 * std::max<int64_t>(block, 4096);
-    at::Tensor x = at::randn({n});
-    at::Tensor ref = x.clone();
-    float* r = ref.data_ptr<float>();
-    for (int64_t b = 0; b < n; b += block)
-      for (int64_t h = 1; h < block; h *= 2)
-        for (int64_t i = b; i < b + block; i += 2 * h)
-          for (int64_t j = i; j < i + h; ++j) {
-            const float u = r[j], v = r[j + h];
-            r[j] = u + v;
-            r[j + h] = u - v;
-          }
-    fwhtInPlace(x.data_ptr<float>(), n, block);
-    EXPECT_TRUE(at::equal(x, ref)) << block;
-  }
+  testing::forEachSimdLevel([&] {
+    for (int64_t block : {8, 16, 64, 4096, 16384}) {
+      const int64_t n = 2 * std::max<int64_t>(block, 4096);
+      at::Tensor x = at::randn({n});
+      at::Tensor ref = x.clone();
+      float* r = ref.data_ptr<float>();
+      for (int64_t b = 0; b < n; b += block)
+        for (int64_t h = 1; h < block; h *= 2)
+          for (int64_t i = b; i < b + block; i += 2 * h)
+            for (int64_t j = i; j < i + h; ++j) {
+              const float u = r[j], v = r[j + h];
+              r[j] = u + v;
+              r[j + h] = u - v;
+            }
+      fwhtInPlace(x.data_ptr<float>(), n, block);
+      EXPECT_TRUE(at::equal(x, ref)) << block;
+    }
+  });
+}
+
+// D flips exactly the coordinates whose bit (i mod 64) of word i/64 is set,
+// after the scale, for ranges that start and end inside words and 8-groups
+// (the vector body, its scalar head and tail), at every SIMD level.
+TEST(Hadamard, RandomSignsFollowTheirWordsBitByBit) {
+  testing::forEachSimdLevel([&] {
+    const uint64_t seed = 0x5EED;
+    const at::Tensor x = at::randn({1000}, at::make_generator<at::CPUGeneratorImpl>(4));
+    for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, 1000}, {3, 997}, {64, 72}, {130, 901}, {5, 6}})
+      for (float scale : {1.0f, 0.03125f, 0.7f}) {
+        at::Tensor out = at::full({hi - lo}, 99.0f);
+        applyRandomSigns(x.data_ptr<float>() + lo, lo, hi, seed, out.data_ptr<float>(), scale);
+        int64_t wrong = 0;
+        for (int64_t i = lo; i < hi; ++i) {
+          const bool flip = (randomBits(seed, static_cast<uint64_t>(i / 64)) >> (i % 64)) & 1;
+          const float v = x.data_ptr<float>()[i] * scale;
+          wrong += out.data_ptr<float>()[i - lo] != (flip ? -v : v);
+        }
+        EXPECT_EQ(wrong, 0) << lo << ".." << hi << " scale " << scale;
+      }
+  });
 }
 
 }  // namespace

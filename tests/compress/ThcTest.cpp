@@ -7,6 +7,7 @@
 #include "compress/Factory.h"
 #include "compress/SaturatingPackedSum.h"
 #include "compress/StochasticQuantize.h"
+#include "tests/compress/SimdLevels.h"
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 
@@ -195,49 +196,51 @@ TEST(Thc, AllReduceRefusesTheTableVariantWithAReason) {
 // loops) and 2^8, 2^9, 2^10, 2^12 (AVX-512 kernels where the CPU has them: 1,
 // 2, 4 and 16 register columns).
 TEST(Thc, FusedAllReduceCodecEqualsTheStepByStepPipeline) {
-  comm::LocalCommunicator local;
-  Context ctx{local};
-  ctx.seed = 5;
-  ctx.step = 3;
-  const int64_t d = 5000;  // e.g. blocks of 512: 10 blocks, the last one padded
-  at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(8)).mul_(1e-3);
-  x.narrow(0, 0, 1024).zero_();  // whole zero blocks up to 2^10
-  for (int blockLog2 : {3, 7, 8, 9, 10, 12})
-  for (int agg : {0, 8, 5}) {
-    SCOPED_TRACE(blockLog2);
-    ThcOptions o;
-    o.deployment = "allreduce";
-    o.rotationBlockLog2 = blockLog2;
-    o.aggregationBits = agg;
-    Thc thc(o);
-    Payload p = thc.encode(x, ctx);
-    RandomizedHadamard rht(d, blockLog2);
-    const int64_t B = rht.blockSize(), dp = rht.paddedDim();
-    at::Tensor padded = at::zeros({dp});
-    padded.narrow(0, 0, d).copy_(x);
-    const at::Tensor norms = padded.view({rht.numBlocks(), B}).to(at::kDouble).norm(2, {1}).to(at::kFloat);
-    EXPECT_TRUE(at::equal(p.tensors[0], norms)) << agg;
-    const at::Tensor range =
-        (norms.to(at::kDouble) * (thcTruncation(o.p) / std::sqrt(double(B)))).to(at::kFloat).contiguous();
-    const at::Tensor R = rht.forward(x, ctx.sharedSeed());
-    const float L = 7;
-    at::Tensor y = at::empty({dp});
-    for (int64_t i = 0; i < dp; ++i) {
-      const float m = range[i / B].item<float>();
-      y[i] = m > 0 ? std::min(std::max(R[i].item<float>() * (L / m), -L), L) : 0.0f;
+  testing::forEachSimdLevel([&] {
+    comm::LocalCommunicator local;
+    Context ctx{local};
+    ctx.seed = 5;
+    ctx.step = 3;
+    const int64_t d = 5000;  // e.g. blocks of 512: 10 blocks, the last one padded
+    at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(8)).mul_(1e-3);
+    x.narrow(0, 0, 1024).zero_();  // whole zero blocks up to 2^10
+    for (int blockLog2 : {3, 7, 8, 9, 10, 12})
+    for (int agg : {0, 8, 5}) {
+      SCOPED_TRACE(blockLog2);
+      ThcOptions o;
+      o.deployment = "allreduce";
+      o.rotationBlockLog2 = blockLog2;
+      o.aggregationBits = agg;
+      Thc thc(o);
+      Payload p = thc.encode(x, ctx);
+      RandomizedHadamard rht(d, blockLog2);
+      const int64_t B = rht.blockSize(), dp = rht.paddedDim();
+      at::Tensor padded = at::zeros({dp});
+      padded.narrow(0, 0, d).copy_(x);
+      const at::Tensor norms = padded.view({rht.numBlocks(), B}).to(at::kDouble).norm(2, {1}).to(at::kFloat);
+      EXPECT_TRUE(at::equal(p.tensors[0], norms)) << agg;
+      const at::Tensor range =
+          (norms.to(at::kDouble) * (thcTruncation(o.p) / std::sqrt(double(B)))).to(at::kFloat).contiguous();
+      const at::Tensor R = rht.forward(x, ctx.sharedSeed());
+      const float L = 7;
+      at::Tensor y = at::empty({dp});
+      for (int64_t i = 0; i < dp; ++i) {
+        const float m = range[i / B].item<float>();
+        y[i] = m > 0 ? std::min(std::max(R[i].item<float>() * (L / m), -L), L) : 0.0f;
+      }
+      at::Tensor codes = at::empty({dp}, at::kInt);
+      quantizeUniform(y.data_ptr<float>(), dp, ctx.privateSeed(), 0, codes.data_ptr<int32_t>());
+      const int field = agg > 0 ? agg : 4;
+      EXPECT_TRUE(at::equal(p.tensors[1], SaturatingPackedSum::pack(codes, field))) << agg;
+      const at::Tensor s = SaturatingPackedSum::unpack(p.tensors[1], field, dp);
+      at::Tensor deq = at::empty({dp});
+      for (int64_t i = 0; i < dp; ++i)
+        deq[i] = (static_cast<float>(s[i].item<int32_t>()) / 1.0f) * (range[i / B].item<float>() / L);
+      const at::Tensor expect = rht.inverse(deq, ctx.sharedSeed());
+      const at::Tensor got = thc.decode(p, d, ctx);
+      EXPECT_TRUE(at::equal(got, expect)) << agg << " max diff " << (got - expect).abs().max().item<float>();
     }
-    at::Tensor codes = at::empty({dp}, at::kInt);
-    quantizeUniform(y.data_ptr<float>(), dp, ctx.privateSeed(), 0, codes.data_ptr<int32_t>());
-    const int field = agg > 0 ? agg : 4;
-    EXPECT_TRUE(at::equal(p.tensors[1], SaturatingPackedSum::pack(codes, field))) << agg;
-    const at::Tensor s = SaturatingPackedSum::unpack(p.tensors[1], field, dp);
-    at::Tensor deq = at::empty({dp});
-    for (int64_t i = 0; i < dp; ++i)
-      deq[i] = (static_cast<float>(s[i].item<int32_t>()) / 1.0f) * (range[i / B].item<float>() / L);
-    const at::Tensor expect = rht.inverse(deq, ctx.sharedSeed());
-    const at::Tensor got = thc.decode(p, d, ctx);
-    EXPECT_TRUE(at::equal(got, expect)) << agg << " max diff " << (got - expect).abs().max().item<float>();
-  }
+  });
 }
 
 TEST(Thc, FactoryBuildsBothDeployments) {
