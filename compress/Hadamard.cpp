@@ -79,6 +79,23 @@ __attribute__((target("avx2,fma"))) void strides64(float* x, int64_t n) {
   }
 }
 
+// Strides 64, 128 and 256 of every 512-float group: per 8-float column c of
+// the group, the eight registers at c + 64r run registerLevels256 (register
+// stride h is element stride 64h), so the group is read and written once for
+// three levels; each pair sees the same operations in the same order as the
+// plain loops.
+__attribute__((target("avx2,fma"))) void columns512(float* x, int64_t n) {
+  for (int64_t g = 0; g < n; g += 512)
+    for (int64_t c = 0; c < 64; c += 8) {
+      __m256 v[8];
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) v[r] = _mm256_loadu_ps(x + g + c + 64 * r);
+      fwht::registerLevels256<8>(v);
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) _mm256_storeu_ps(x + g + c + 64 * r, v[r]);
+    }
+}
+
 // Strides 1 .. 4 of every 8-float group of x[0, n).
 __attribute__((target("avx2,fma"))) void smallStrides256(float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, fwht::strides1to4(_mm256_loadu_ps(x + i)));
@@ -96,6 +113,10 @@ void tileButterflies(float* x, int64_t n, int64_t tile) {
   } else if (tile >= 16 && avx512) {
     smallStrides512(x, n);
     done = 16;
+  } else if (tile >= 512 && avx2) {
+    strides64(x, n);
+    columns512(x, n);
+    done = 512;
   } else if (tile >= 64 && avx2) {
     strides64(x, n);
     done = 64;

@@ -13,6 +13,7 @@
 #include "compress/CounterRng.h"
 #include "compress/SaturatingPackedSum.h"
 #include "compress/SimdKernels.h"
+#include "compress/Splitmix256.h"
 #include "compress/ThcBlock512.h"
 #include "util/Error.h"
 
@@ -130,35 +131,47 @@ __attribute__((target("avx512f"))) void tileCodes512(const float* R, const float
 }
 
 // tileCodes with AVX2, the same operations lane by lane (ceil, then an exact
-// conversion, for AVX-512's round-up conversion).
-__attribute__((target("avx2,fma"))) void tileCodes256(const float* R, const float* u, int64_t len, float inv,
-                                                      float scale, bool zero, float L, int32_t* codes) {
+// conversion, for AVX-512's round-up conversion), and the noise drawn in
+// registers instead of read from u: for coordinate first + k,
+// uniform01Half's k = u·2^24 is the upper 24 bits of its half-word, so
+// kbar = 2^24 − 1 − (half >> 8) without the float round trip. first even (the
+// tile starts on a word) and len a multiple of 8.
+__attribute__((target("avx2,fma,f16c"))) void tileCodes256(const float* R, uint64_t seed, uint64_t first, int64_t len,
+                                                           float inv, float scale, bool zero, float L, int32_t* codes) {
   const __m256 invV = _mm256_set1_ps(inv), scaleV = _mm256_set1_ps(scale), hiV = _mm256_set1_ps(L),
                loV = _mm256_set1_ps(-L), two24 = _mm256_set1_ps(16777216.0f);
   const __m256i ones24 = _mm256_set1_epi32(16777215), off = _mm256_set1_epi32(static_cast<int32_t>(L));
-  int64_t k = 0;
-  for (; k + 8 <= len; k += 8) {
+  __m256i state = splitmix256::states(seed, first / 2);
+  const __m256i step = splitmix256::step4();
+  for (int64_t k = 0; k < len; k += 8) {
     __m256 y = _mm256_setzero_ps();
     if (!zero) {
       const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(R + k), invV);
       y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(r, scaleV), loV), hiV);
     }
     const __m256i yc = _mm256_cvtps_epi32(_mm256_ceil_ps(_mm256_mul_ps(y, two24)));
-    const __m256i kbar = _mm256_sub_epi32(ones24, _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_loadu_ps(u + k), two24)));
+    const __m256i kbar = _mm256_sub_epi32(ones24, _mm256_srli_epi32(splitmix256::finalise4(state), 8));
+    state = _mm256_add_epi64(state, step);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + k),
                         _mm256_add_epi32(_mm256_srai_epi32(_mm256_add_epi32(yc, kbar), 24), off));
   }
-  if (k < len) tileCodes(R + k, u + k, len - k, inv, scale, zero, L, codes + k);
 }
 #endif
 
-// One tile of codes through the widest kernel the CPU has (simd::level()).
-void tileCodesAny(const float* R, const float* u, int64_t len, float inv, float scale, bool zero, float L,
-                  int32_t* codes) {
+// One tile of codes of coordinates [first, first + len) through the widest
+// kernel the CPU has (simd::level()), with the noise uniform01Half(seed, ·)
+// (written to u[0, len) where a kernel reads it from memory).
+void tileCodesAny(const float* R, uint64_t seed, uint64_t first, int64_t len, float inv, float scale, bool zero,
+                  float L, float* u, int32_t* codes) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (simd::haveAvx512()) return tileCodes512(R, u, len, inv, scale, zero, L, codes);
-  if (simd::haveAvx2()) return tileCodes256(R, u, len, inv, scale, zero, L, codes);
+  if (simd::haveAvx512()) {
+    simd::uniform01HalfFill(seed, first, len, u);
+    return tileCodes512(R, u, len, inv, scale, zero, L, codes);
+  }
+  if (simd::haveAvx2() && first % 2 == 0 && len % 8 == 0)
+    return tileCodes256(R, seed, first, len, inv, scale, zero, L, codes);
 #endif
+  simd::uniform01HalfFill(seed, first, len, u);
   tileCodes(R, u, len, inv, scale, zero, L, codes);
 }
 
@@ -250,8 +263,7 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
     const float scale = L / m;  // Thc::quantize: R·(L/m)
     for (int64_t t = 0; t < B; t += kTile) {
       const int64_t len = std::min(kTile, B - t);
-      simd::uniform01HalfFill(seed, static_cast<uint64_t>(lo + t), len, u);
-      tileCodesAny(R + t, u, len, inv, scale, !(m > 0), L, codes);
+      tileCodesAny(R + t, seed, static_cast<uint64_t>(lo + t), len, inv, scale, !(m > 0), L, u, codes);
       if (shift != 0)
         for (int64_t k = 0; k < len; ++k) codes[k] += shift;
       if (fast) {

@@ -77,7 +77,7 @@ TEST(Hadamard, PartialRotationRotatesBlocksSeparately) {
 // butterfly definition bit for bit, for blocks from 8 to 2^14.
 TEST(Hadamard, FastTransformEqualsPlainButterfliesBitForBit) {
   testing::forEachSimdLevel([&] {
-    for (int64_t block : {8, 16, 64, 4096, 16384}) {
+    for (int64_t block : {8, 16, 64, 256, 512, 1024, 4096, 16384}) {
       const int64_t n = 2 * std::max<int64_t>(block, 4096);
       at::Tensor x = at::randn({n});
       at::Tensor ref = x.clone();
