@@ -156,7 +156,62 @@ __attribute__((target("avx2,fma,f16c"))) void tileCodes256(const float* R, uint6
                         _mm256_add_epi32(_mm256_srai_epi32(_mm256_add_epi32(yc, kbar), 24), off));
   }
 }
+
+// applyRandomSigns of x[lo, hi) into R (R[0] is coordinate lo) fused with
+// squares(x, lo, hi, expMax) in the same pass and the same order (lane l of
+// the two 4-double accumulators is squares' acc[l]; products of floats are
+// exact in double, so only the additions round, as there), for the AVX2 tier.
+// lo a multiple of 64.
+__attribute__((target("avx2,fma"))) double signsSquares256(const float* x, int64_t lo, int64_t hi, uint64_t seed,
+                                                           float* R, uint32_t* expMax) {
+  const __m256i shifts = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
+  const __m256i signBit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i expMask = _mm256_set1_epi32(0x7F800000);
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  __m256i mx = _mm256_setzero_si256();
+  uint64_t bits = 0;
+  int64_t i = lo;
+  for (; i + 8 <= hi; i += 8) {
+    if (i % 64 == 0) bits = randomBits(seed, static_cast<uint64_t>(i / 64));
+    const __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(v), expMask));
+    const __m256d l4 = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), h4 = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    a0 = _mm256_add_pd(a0, _mm256_mul_pd(l4, l4));
+    a1 = _mm256_add_pd(a1, _mm256_mul_pd(h4, h4));
+    const __m256i byte = _mm256_set1_epi32(static_cast<int>((bits >> (i & 63)) & 0xFF));
+    const __m256i sign = _mm256_and_si256(_mm256_sllv_epi32(byte, shifts), signBit);
+    _mm256_storeu_ps(R + (i - lo), _mm256_xor_ps(v, _mm256_castsi256_ps(sign)));
+  }
+  alignas(32) double acc[8];
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_pd(acc, a0);
+  _mm256_store_pd(acc + 4, a1);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mx);
+  for (uint32_t l : lanes) *expMax = l > *expMax ? l : *expMax;
+  if (i < hi) {  // squares' tail: into acc[0]
+    applyRandomSigns(x + i, i, hi, seed, R + (i - lo));
+    for (; i < hi; ++i) {
+      uint32_t u;
+      std::memcpy(&u, x + i, 4);
+      *expMax = std::max(*expMax, u & 0x7F800000u);
+      acc[0] += static_cast<double>(x[i]) * x[i];
+    }
+  }
+  double sum = 0;
+  for (double a : acc) sum += a;
+  return sum;
+}
 #endif
+
+// D·x[lo, hi) into R with squares(x, lo, hi, expMax): one pass on the AVX2
+// tier, two elsewhere (the AVX-512 tier takes the block kernels).
+double signsWithSquares(const float* x, int64_t lo, int64_t hi, uint64_t seed, float* R, uint32_t* expMax) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (simd::haveAvx2() && lo % 64 == 0) return signsSquares256(x, lo, hi, seed, R, expMax);
+#endif
+  applyRandomSigns(x + lo, lo, hi, seed, R);
+  return squares(x, lo, hi, expMax);
+}
 
 // One tile of codes of coordinates [first, first + len) through the widest
 // kernel the CPU has (simd::level()), with the noise uniform01Half(seed, ·)
@@ -242,24 +297,24 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
     }
     return words;
   }
-  std::vector<float> ranges;
-  if (fused) {
-    fused->finite = blockNorms(x, rht, fused->norms);
-    ranges.resize(static_cast<size_t>(rht.numBlocks()));
-    for (int64_t b = 0; b < rht.numBlocks(); ++b)
-      ranges[b] = static_cast<float>(static_cast<double>(fused->norms[b]) * fused->rangeScale);
-    range = ranges.data();
-  }
+  uint32_t expMax = 0;  // of x, when the norms are computed here
   alignas(64) float u[kTile];
   alignas(64) int32_t codes[kTile];
   at::Tensor all = fast ? at::Tensor() : at::empty({dp}, at::kInt);
   for (int64_t b = 0; b < rht.numBlocks(); ++b) {
     const int64_t lo = b * B, hi = std::min(d, lo + B);
     // R = H·D·pad(x) on this block (D: bit i mod 64 of word i/64; zero padding).
-    if (hi > lo) applyRandomSigns(x + lo, lo, hi, sharedSeed, R);  // D (Hadamard.h)
+    float m;
+    if (fused) {  // blockNorms, then Thc::rangeOf
+      const double sq = hi > lo ? signsWithSquares(x, lo, hi, sharedSeed, R, &expMax) : 0.0;
+      fused->norms[b] = static_cast<float>(std::sqrt(sq));
+      m = static_cast<float>(static_cast<double>(fused->norms[b]) * fused->rangeScale);
+    } else {
+      if (hi > lo) applyRandomSigns(x + lo, lo, hi, sharedSeed, R);  // D (Hadamard.h)
+      m = range[b];
+    }
     std::fill(R + std::max<int64_t>(hi - lo, 0), R + B, 0.0f);
     fwhtInPlace(R, B, B);
-    const float m = range[b];
     const float scale = L / m;  // Thc::quantize: R·(L/m)
     for (int64_t t = 0; t < B; t += kTile) {
       const int64_t len = std::min(kTile, B - t);
@@ -274,6 +329,7 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
       }
     }
   }
+  if (fused) fused->finite = expMax != 0x7F800000u;
   return fast ? words : SaturatingPackedSum::pack(all, fieldBits);
 }
 
