@@ -32,18 +32,21 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 strides1to8(__m5
 }
 
 // Register strides 1, 2, .., N/2 over v[0, N) (N a power of two): element
-// strides 16·1 .. 16·N/2 when v[r] holds floats 16r .. 16r + 15 of a group.
-template <int N>
-__attribute__((target("avx512f"), always_inline)) inline void registerLevels(__m512* v) {
+// strides W·1 .. W·N/2 when v[r] holds floats W·r .. W·r + W − 1 of a group
+// (W = 16 for __m512, 8 for __m256). + and − on these GCC vector types are
+// the lane-wise vaddps / vsubps; having no target of its own, the function is
+// compiled for the target of the kernel it is inlined into.
+template <int N, class V>
+__attribute__((always_inline)) inline void registerLevels(V* v) {
 #pragma GCC unroll 8
   for (int h = 1; h < N; h *= 2)
 #pragma GCC unroll 16
     for (int r = 0; r < N; r += 2 * h)
 #pragma GCC unroll 16
       for (int j = r; j < r + h; ++j) {
-        const __m512 u = v[j], w = v[j + h];
-        v[j] = _mm512_add_ps(u, w);
-        v[j + h] = _mm512_sub_ps(u, w);
+        const V u = v[j], w = v[j + h];
+        v[j] = u + w;
+        v[j + h] = u - w;
       }
 }
 
@@ -56,22 +59,6 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 strides1to4(__m
   v = _mm256_fmadd_ps(v, s1, _mm256_permute_ps(v, 0xB1));          // lanes 1,0,3,2 of each half
   v = _mm256_fmadd_ps(v, s2, _mm256_permute_ps(v, 0x4E));          // lanes 2,3,0,1
   return _mm256_fmadd_ps(v, s4, _mm256_permute2f128_ps(v, v, 0x01));  // halves swapped
-}
-
-// registerLevels on AVX2 registers: element strides 8·1 .. 8·N/2 when v[r]
-// holds floats 8r .. 8r + 7 of a group.
-template <int N>
-__attribute__((target("avx2,fma"), always_inline)) inline void registerLevels256(__m256* v) {
-#pragma GCC unroll 8
-  for (int h = 1; h < N; h *= 2)
-#pragma GCC unroll 16
-    for (int r = 0; r < N; r += 2 * h)
-#pragma GCC unroll 16
-      for (int j = r; j < r + h; ++j) {
-        const __m256 u = v[j], w = v[j + h];
-        v[j] = _mm256_add_ps(u, w);
-        v[j + h] = _mm256_sub_ps(u, w);
-      }
 }
 
 }  // namespace gradzip::compress::fwht

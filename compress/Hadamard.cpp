@@ -73,14 +73,14 @@ __attribute__((target("avx2,fma"))) void strides64(float* x, int64_t n) {
     __m256 v[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) v[r] = fwht::strides1to4(_mm256_loadu_ps(x + i + 8 * r));
-    fwht::registerLevels256<8>(v);  // element strides 8 .. 32
+    fwht::registerLevels<8>(v);  // element strides 8 .. 32
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) _mm256_storeu_ps(x + i + 8 * r, v[r]);
   }
 }
 
 // Strides 64, 128 and 256 of every 512-float group: per 8-float column c of
-// the group, the eight registers at c + 64r run registerLevels256 (register
+// the group, the eight registers at c + 64r run registerLevels (register
 // stride h is element stride 64h), so the group is read and written once for
 // three levels; each pair sees the same operations in the same order as the
 // plain loops.
@@ -90,7 +90,7 @@ __attribute__((target("avx2,fma"))) void columns512(float* x, int64_t n) {
       __m256 v[8];
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) v[r] = _mm256_loadu_ps(x + g + c + 64 * r);
-      fwht::registerLevels256<8>(v);
+      fwht::registerLevels<8>(v);
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) _mm256_storeu_ps(x + g + c + 64 * r, v[r]);
     }
