@@ -2,8 +2,8 @@
 // conversion instructions through intrinsics because GCC 12 does not vectorise
 // _Float16 conversions (it emits one scalar vcvtps2ph per element); the bf16
 // casts, chunk norms and the uniform stream have AVX-512 and AVX2 intrinsic
-// paths (the AVX2 ones for CPUs without AVX-512, where the portable loops ran
-// 3-10x slower: experiments/results/compressors_portable.md); everything else
+// paths (the AVX2 ones for CPUs without AVX-512, where the portable loops are
+// up to 12x slower: experiments/results/compressors_portable.md); everything else
 // is plain loops that GCC vectorises at -O3 for each target_clones target.
 // The finiteness test looks only at the exponent field: x is non-finite iff
 // (bits(x) & 0x7F800000) == 0x7F800000, so a running unsigned max of that field

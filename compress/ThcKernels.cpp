@@ -2,10 +2,10 @@
 // 8-bit fields go to the AVX-512 kernels of compress/ThcBlock512.h where the
 // CPU has them (which also fuse the codec's block norms into the rotation
 // pass); the portable path below does the same arithmetic, with AVX2 kernels
-// for the rotation (Hadamard.cpp), the noise and the codes where the CPU has
-// AVX2. It works tile by
-// tile (at most kTile coordinates of one block), so the uniform noise and the
-// codes of a tile stay in L1 between the loops that produce and consume them.
+// where the CPU has AVX2 for the rotation (Hadamard.cpp), the signs fused with
+// the block norms, and the codes with their noise. It works tile by tile (at
+// most kTile coordinates of one block), so the uniform noise and the codes of
+// a tile stay in L1 between the loops that produce and consume them.
 // Byte words (field widths 2, 4 and 8) take the fused path; other widths pack
 // through SaturatingPackedSum with the same codes.
 #include "compress/ThcKernels.h"
