@@ -187,8 +187,9 @@ TEST(SimdKernels, NaturalCompressionCodecEqualsScalarDefinition) {
     x.narrow(0, 0, 200).mul_(1e14);              // some above 2^10 (clipped)
     x[5] = 0.0f;
     x[6] = -0.0f;
-    // Gradient-like magnitudes (2^-49 .. 2^10 after rounding): whole 64-steps of
-    // the AVX-512 encoder's fast path, then one step with a zero (its exact path).
+    // Gradient-like magnitudes (2^-49 .. 2^10 after rounding): whole steps of
+    // the AVX-512 encoder's fast path and of the AVX2 encoder's common case
+    // (nothing below 2^-50), then one step with a zero (their exact paths).
     at::Tensor typical = at::randn({n}, at::make_generator<at::CPUGeneratorImpl>(12)).mul_(1e-3);
     typical[1000] = 0.0f;
     for (const at::Tensor& in : {x, typical})
