@@ -1,16 +1,20 @@
-// Butterfly levels of the fast Walsh–Hadamard transform (THC §5.1) on data
-// held in AVX-512 (or AVX2) registers, shared by compress/Hadamard.cpp and THC's fused
-// block kernels (compress/ThcBlock512.cpp): element strides 1..8 inside one
-// 16-float register, and register strides between registers of an array. A
-// level maps (a, b) to (a + b, a − b) for every pair at its stride; any code
-// that applies the levels in increasing stride order computes every output
-// with the same float operations as the plain butterfly loops (tested bit for
-// bit in tests/compress/HadamardTest.cpp and ThcTest.cpp). x86-64 with GCC or
-// Clang only; callers check AVX-512 F (or AVX2 and FMA) at run time.
+// The randomized Hadamard transform's register helpers (THC §5.1), shared by
+// compress/Hadamard.cpp, ThcKernels.cpp and THC's fused block kernels
+// (compress/ThcBlock512.cpp): butterfly levels of the fast Walsh–Hadamard
+// transform on data held in AVX-512 or AVX2 registers (element strides inside
+// one register, register strides between registers of an array), and D's
+// random signs for eight AVX2 lanes. A level maps (a, b) to (a + b, a − b) for
+// every pair at its stride; any code that applies the levels in increasing
+// stride order computes every output with the same float operations as the
+// plain butterfly loops (tested bit for bit in tests/compress/HadamardTest.cpp
+// and ThcTest.cpp). x86-64 with GCC or Clang only; callers check AVX-512 F (or
+// AVX2 and FMA) at run time.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+#include <cstdint>
 
 namespace gradzip::compress::fwht {
 
@@ -59,6 +63,16 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 strides1to4(__m
   v = _mm256_fmadd_ps(v, s1, _mm256_permute_ps(v, 0xB1));          // lanes 1,0,3,2 of each half
   v = _mm256_fmadd_ps(v, s2, _mm256_permute_ps(v, 0x4E));          // lanes 2,3,0,1
   return _mm256_fmadd_ps(v, s4, _mm256_permute2f128_ps(v, v, 0x01));  // halves swapped
+}
+
+// D's signs for the eight coordinates i .. i + 7 (i a multiple of 8) from
+// their word `bits` (coordinate i's bit is bit i mod 64): lane l's bit moved to
+// the sign position by a left shift of 31 − l, the rest zero; xor applies D.
+__attribute__((target("avx2"), always_inline)) inline __m256 signs8(uint64_t bits, int64_t i) {
+  const __m256i shifts = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
+  const __m256i byte = _mm256_set1_epi32(static_cast<int>((bits >> (i & 63)) & 0xFF));
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_sllv_epi32(byte, shifts), _mm256_set1_epi32(static_cast<int>(0x80000000u))));
 }
 
 }  // namespace gradzip::compress::fwht

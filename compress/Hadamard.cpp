@@ -157,22 +157,17 @@ void signsLoop(const float* in, int64_t lo, int64_t hi, uint64_t seed, float sca
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// applyRandomSigns with AVX2 on coordinates [lo, hi), both multiples of 8:
-// lane l of the step at i takes bit l of byte (i mod 64)/8 of the word, moved
-// to the sign position by a left shift of 31 − l.
+// applyRandomSigns with AVX2 on coordinates [lo, hi), both multiples of 8,
+// eight signs per step from one byte of the word (fwht::signs8).
 __attribute__((target("avx2"))) void signs256(const float* in, int64_t lo, int64_t hi, uint64_t seed, float scale,
                                               float* out) {
-  const __m256i shifts = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
-  const __m256i signBit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   const __m256 scaleV = _mm256_set1_ps(scale);
   uint64_t bits = randomBits(seed, static_cast<uint64_t>(lo / 64));
   for (int64_t i = lo; i < hi; i += 8) {
     if (i % 64 == 0) bits = randomBits(seed, static_cast<uint64_t>(i / 64));
-    const __m256i byte = _mm256_set1_epi32(static_cast<int>((bits >> (i & 63)) & 0xFF));
     __m256 v = _mm256_loadu_ps(in + (i - lo));
     if (scale != 1.0f) v = _mm256_mul_ps(v, scaleV);
-    const __m256i sign = _mm256_and_si256(_mm256_sllv_epi32(byte, shifts), signBit);
-    _mm256_storeu_ps(out + (i - lo), _mm256_xor_ps(v, _mm256_castsi256_ps(sign)));
+    _mm256_storeu_ps(out + (i - lo), _mm256_xor_ps(v, fwht::signs8(bits, i)));
   }
 }
 #endif

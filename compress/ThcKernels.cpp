@@ -11,6 +11,7 @@
 #include "compress/ThcKernels.h"
 
 #include "compress/CounterRng.h"
+#include "compress/FwhtRegisters.h"
 #include "compress/SaturatingPackedSum.h"
 #include "compress/SimdKernels.h"
 #include "compress/Splitmix256.h"
@@ -164,8 +165,6 @@ __attribute__((target("avx2,fma,f16c"))) void tileCodes256(const float* R, uint6
 // lo a multiple of 64.
 __attribute__((target("avx2,fma"))) double signsSquares256(const float* x, int64_t lo, int64_t hi, uint64_t seed,
                                                            float* R, uint32_t* expMax) {
-  const __m256i shifts = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
-  const __m256i signBit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   const __m256i expMask = _mm256_set1_epi32(0x7F800000);
   __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
   __m256i mx = _mm256_setzero_si256();
@@ -178,9 +177,7 @@ __attribute__((target("avx2,fma"))) double signsSquares256(const float* x, int64
     const __m256d l4 = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), h4 = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
     a0 = _mm256_add_pd(a0, _mm256_mul_pd(l4, l4));
     a1 = _mm256_add_pd(a1, _mm256_mul_pd(h4, h4));
-    const __m256i byte = _mm256_set1_epi32(static_cast<int>((bits >> (i & 63)) & 0xFF));
-    const __m256i sign = _mm256_and_si256(_mm256_sllv_epi32(byte, shifts), signBit);
-    _mm256_storeu_ps(R + (i - lo), _mm256_xor_ps(v, _mm256_castsi256_ps(sign)));
+    _mm256_storeu_ps(R + (i - lo), _mm256_xor_ps(v, fwht::signs8(bits, i)));
   }
   alignas(32) double acc[8];
   alignas(32) uint32_t lanes[8];
