@@ -10,15 +10,21 @@
 
 namespace gradzip::compress {
 
+// splitmix64's increment γ and its finaliser's two multipliers (also used by
+// the vector kernels that draw the same words, e.g. compress/Splitmix256.h).
+constexpr uint64_t kSplitmixGamma = 0x9e3779b97f4a7c15ULL;
+constexpr uint64_t kSplitmixMul1 = 0xbf58476d1ce4e5b9ULL;
+constexpr uint64_t kSplitmixMul2 = 0x94d049bb133111ebULL;
+
 // splitmix64 finaliser: a bijective, well-mixed 64-bit hash.
 inline uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  x = (x ^ (x >> 30)) * kSplitmixMul1;
+  x = (x ^ (x >> 27)) * kSplitmixMul2;
   return x ^ (x >> 31);
 }
 
 // 64 random bits, word i of stream `seed`.
-inline uint64_t randomBits(uint64_t seed, uint64_t i) { return mix64(seed + (i + 1) * 0x9e3779b97f4a7c15ULL); }
+inline uint64_t randomBits(uint64_t seed, uint64_t i) { return mix64(seed + (i + 1) * kSplitmixGamma); }
 
 // Uniform on the 2^24-point grid {k / 2^24} ⊂ [0, 1), exact in float. Rounding up
 // iff u < f happens with probability ceil(f·2^24)/2^24, i.e. within 2^-24 of f.

@@ -12,13 +12,13 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "compress/CounterRng.h"
+
 #include <cstdint>
 
 namespace gradzip::compress::splitmix256 {
 
 #define GZ_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment (CounterRng.h)
 
 // a·c mod 2^64 per 64-bit lane, for a constant c given with its high half
 // cHi = c >> 32 (in the low 32 bits of each lane) precomputed.
@@ -30,10 +30,10 @@ GZ_AVX2_INLINE __m256i mulConst(__m256i a, __m256i c, __m256i cHi) {
 
 // mix64 (CounterRng.h) of each lane's state z.
 GZ_AVX2_INLINE __m256i finalise4(__m256i z) {
-  const __m256i c1 = _mm256_set1_epi64x(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
-  const __m256i c1Hi = _mm256_set1_epi64x(static_cast<long long>(0xbf58476d1ce4e5b9ULL >> 32));
-  const __m256i c2 = _mm256_set1_epi64x(static_cast<long long>(0x94d049bb133111ebULL));
-  const __m256i c2Hi = _mm256_set1_epi64x(static_cast<long long>(0x94d049bb133111ebULL >> 32));
+  const __m256i c1 = _mm256_set1_epi64x(static_cast<long long>(kSplitmixMul1));
+  const __m256i c1Hi = _mm256_set1_epi64x(static_cast<long long>(kSplitmixMul1 >> 32));
+  const __m256i c2 = _mm256_set1_epi64x(static_cast<long long>(kSplitmixMul2));
+  const __m256i c2Hi = _mm256_set1_epi64x(static_cast<long long>(kSplitmixMul2 >> 32));
   z = mulConst(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), c1, c1Hi);
   z = mulConst(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), c2, c2Hi);
   return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
@@ -41,12 +41,12 @@ GZ_AVX2_INLINE __m256i finalise4(__m256i z) {
 
 // The splitmix64 states of words w .. w+3 of stream `seed`: seed + (w + l + 1)·γ.
 GZ_AVX2_INLINE __m256i states(uint64_t seed, uint64_t w) {
-  return _mm256_set_epi64x(static_cast<long long>(seed + (w + 4) * kGamma), static_cast<long long>(seed + (w + 3) * kGamma),
-                           static_cast<long long>(seed + (w + 2) * kGamma), static_cast<long long>(seed + (w + 1) * kGamma));
+  auto state = [&](uint64_t k) { return static_cast<long long>(seed + (w + k) * kSplitmixGamma); };
+  return _mm256_set_epi64x(state(4), state(3), state(2), state(1));
 }
 
 // Added to states() to move on by four words.
-GZ_AVX2_INLINE __m256i step4() { return _mm256_set1_epi64x(static_cast<long long>(4 * kGamma)); }
+GZ_AVX2_INLINE __m256i step4() { return _mm256_set1_epi64x(static_cast<long long>(4 * kSplitmixGamma)); }
 
 }  // namespace gradzip::compress::splitmix256
 #endif
