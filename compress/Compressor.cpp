@@ -3,6 +3,7 @@
 #include "compress/Compressor.h"
 
 #include "comm/Reduction.h"
+#include "compress/CounterRng.h"
 #include "compress/SimdKernels.h"
 #include "util/Error.h"
 
@@ -12,12 +13,9 @@
 
 namespace gradzip::compress {
 namespace {
-// splitmix64 finaliser: a cheap, well-mixed hash for deriving seeds.
+// One splitmix64 step (CounterRng.h): a cheap, well-mixed hash for deriving seeds.
 uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+  return mix64(x + kSplitmixGamma);
 }
 }  // namespace
 

@@ -15,6 +15,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "compress/Splitmix512.h"
+
 #include <cmath>
 
 namespace gradzip::compress::nat::detail {
@@ -23,20 +25,8 @@ namespace {
 #define GZ_NAT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
 #define GZ_NAT_INLINE __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), always_inline)) inline
 
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment (CounterRng.h)
 constexpr int kMaxField = 127 + kNatMaxExp;         // exponent field of 2^10
 constexpr uint32_t kLowestBits = static_cast<uint32_t>(kNatMinExp + 127) << 23;  // bits of 2^-50
-
-// randomBits (CounterRng.h) of the 8 words whose splitmix64 states are z; the
-// caller advances the states by adding multiples of γ, so only the finaliser's
-// two multiplies remain per word.
-GZ_NAT_INLINE __m512i finalise8(__m512i z) {
-  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
-  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
-  return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-}
 
 // The noise of 64 consecutive coordinates per next(): four vectors of 16 x 23
 // bits, lane 2j of vector k from the low half of word 8k + j of the step's 32
@@ -48,19 +38,19 @@ struct Noise64 {
 
   GZ_NAT_INLINE explicit Noise64(uint64_t seed) {
     alignas(64) uint64_t start[8];
-    for (int l = 0; l < 8; ++l) start[l] = seed + (static_cast<uint64_t>(l) + 1) * kGamma;
+    for (int l = 0; l < 8; ++l) start[l] = seed + (static_cast<uint64_t>(l) + 1) * kSplitmixGamma;
     const __m512i s0 = _mm512_load_si512(start);
-    const __m512i step8 = _mm512_set1_epi64(static_cast<long long>(8 * kGamma));
+    const __m512i step8 = _mm512_set1_epi64(static_cast<long long>(8 * kSplitmixGamma));
     st[0] = s0;
     for (int k = 1; k < 4; ++k) st[k] = _mm512_add_epi64(st[k - 1], step8);
   }
 
   GZ_NAT_INLINE void next(__m512i r[4]) {
-    const __m512i step32 = _mm512_set1_epi64(static_cast<long long>(32 * kGamma));
+    const __m512i step32 = _mm512_set1_epi64(static_cast<long long>(32 * kSplitmixGamma));
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       if constexpr (kStochastic) {
-        r[k] = _mm512_and_si512(finalise8(st[k]), _mm512_set1_epi32(0x7FFFFF));
+        r[k] = _mm512_and_si512(splitmix512::finalise8(st[k]), _mm512_set1_epi32(0x7FFFFF));
         st[k] = _mm512_add_epi64(st[k], step32);
       } else {
         r[k] = _mm512_set1_epi32(0x400000);  // nearest power of two

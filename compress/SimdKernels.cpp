@@ -12,6 +12,7 @@
 
 #include "compress/CounterRng.h"
 #include "compress/Splitmix256.h"
+#include "compress/Splitmix512.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -409,24 +410,19 @@ __attribute__((target("avx512f,avx512dq"))) void uniformHalf512(uint64_t seed, u
     out[0] = uniform01Half(seed, first);
     k = 1;
   }
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ULL));
-  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
-  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
+  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitmixGamma));
   // splitmix64 states seed + (w + 1)·γ of words w = (first + k)/2 + 0..7,
   // advanced by 8γ per step (no multiply for the counter; the same words as
   // randomBits); the 16 x 32-bit view of 8 words is 16 consecutive halves.
   const uint64_t w0 = (first + static_cast<uint64_t>(k)) / 2;
   alignas(64) uint64_t start[8];
-  for (int l = 0; l < 8; ++l) start[l] = seed + (w0 + static_cast<uint64_t>(l) + 1) * 0x9e3779b97f4a7c15ULL;
+  for (int l = 0; l < 8; ++l) start[l] = seed + (w0 + static_cast<uint64_t>(l) + 1) * kSplitmixGamma;
   __m512i state = _mm512_load_si512(start);
   const __m512i step8 = _mm512_slli_epi64(gamma, 3);
   const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f);
   for (; k + 16 <= n; k += 16) {
-    __m512i z = state;
+    const __m512i z = splitmix512::finalise8(state);
     state = _mm512_add_epi64(state, step8);
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
-    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
     _mm512_storeu_ps(out + k, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z, 8)), scale));
   }
   for (; k < n; ++k) out[k] = uniform01Half(seed, first + static_cast<uint64_t>(k));

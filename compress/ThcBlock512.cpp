@@ -11,6 +11,7 @@
 
 #include "compress/FwhtRegisters.h"
 #include "compress/SimdKernels.h"
+#include "compress/Splitmix512.h"
 #include "compress/ThcBlock512Detail.h"
 
 namespace gradzip::compress::thc::block512 {
@@ -18,23 +19,10 @@ namespace gradzip::compress::thc::block512 {
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
 
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment (CounterRng.h)
-
-// randomBits (CounterRng.h) of the 8 words whose splitmix64 states are z.
-GZ_THC512 inline __m512i finalise8(__m512i z) {
-  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
-  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
-  return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-}
-
-// ~finalise8(z): the last xor as an xnor (ternary logic 0xC3), for free.
+// ~randomBits for the 8 words whose splitmix64 states are z: the finaliser's
+// last xor as an xnor (ternary logic 0xC3), for free.
 GZ_THC512 inline __m512i finaliseNot8(__m512i z) {
-  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
-  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+  z = splitmix512::multiply8(z);
   return _mm512_ternarylogic_epi64(z, _mm512_srli_epi64(z, 31), z, 0xC3);
 }
 
@@ -65,15 +53,12 @@ GZ_THC512 void quantizeColumnsG(const float* R, int64_t lo, float inv, float sca
                boundV = _mm512_set1_ps(zero ? 0.0f : L), two24 = _mm512_set1_ps(16777216.0f);
   // splitmix64 states seed + (w + 1)·γ of the 8 words w of coordinates
   // lo + 256g + j .. + 15 (w = that / 2 + 0..7), advanced by 8γ per column.
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kGamma));
-  const __m512i laneGamma = _mm512_set_epi64(static_cast<long long>(7 * kGamma), static_cast<long long>(6 * kGamma),
-                                             static_cast<long long>(5 * kGamma), static_cast<long long>(4 * kGamma),
-                                             static_cast<long long>(3 * kGamma), static_cast<long long>(2 * kGamma),
-                                             static_cast<long long>(kGamma), 0);
+  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitmixGamma));
+  const __m512i laneGamma = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma);
   __m512i st[G];
   for (int g = 0; g < G; ++g) {
     const uint64_t w0 = static_cast<uint64_t>(lo + 256 * g) / 2;
-    st[g] = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (w0 + 1) * kGamma)), laneGamma);
+    st[g] = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (w0 + 1) * kSplitmixGamma)), laneGamma);
   }
   const __m512i step = _mm512_slli_epi64(gamma, 3);
   // 4-bit fields: byte w = (c_2w + Lf) | (c_2w+1 + Lf) << 4, and coordinates
@@ -177,14 +162,14 @@ bool supports(int64_t B, int fieldBits) { return (fieldBits == 4 || fieldBits ==
 double sumSquares(const float* x, int64_t valid, int64_t B) { return sumSquaresT(x, valid, B); }
 
 GZ_THC512 void signWords(uint64_t seed, uint64_t first, int64_t count, uint64_t* out) {
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kGamma));
+  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitmixGamma));
   // States seed + (first + w + 1)·γ: lane l of the first step is word first + l.
-  __m512i st = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (first + 1) * kGamma)),
+  __m512i st = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (first + 1) * kSplitmixGamma)),
                                 _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma));
   const __m512i step = _mm512_slli_epi64(gamma, 3);
   for (int64_t w = 0; w < count; w += 8) {
     const __mmask8 lanes = count - w >= 8 ? static_cast<__mmask8>(0xFF) : static_cast<__mmask8>((1u << (count - w)) - 1);
-    _mm512_mask_storeu_epi64(out + w, lanes, finalise8(st));
+    _mm512_mask_storeu_epi64(out + w, lanes, splitmix512::finalise8(st));
     st = _mm512_add_epi64(st, step);
   }
 }
