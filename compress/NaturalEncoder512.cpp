@@ -37,16 +37,11 @@ struct Noise64 {
   __m512i st[4];
 
   GZ_NAT_INLINE explicit Noise64(uint64_t seed) {
-    alignas(64) uint64_t start[8];
-    for (int l = 0; l < 8; ++l) start[l] = seed + (static_cast<uint64_t>(l) + 1) * kSplitmixGamma;
-    const __m512i s0 = _mm512_load_si512(start);
-    const __m512i step8 = _mm512_set1_epi64(static_cast<long long>(8 * kSplitmixGamma));
-    st[0] = s0;
-    for (int k = 1; k < 4; ++k) st[k] = _mm512_add_epi64(st[k - 1], step8);
+    for (int k = 0; k < 4; ++k) st[k] = splitmix512::states8(seed, 8 * static_cast<uint64_t>(k));
   }
 
   GZ_NAT_INLINE void next(__m512i r[4]) {
-    const __m512i step32 = _mm512_set1_epi64(static_cast<long long>(32 * kSplitmixGamma));
+    const __m512i step32 = splitmix512::advance(32);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       if constexpr (kStochastic) {

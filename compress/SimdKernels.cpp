@@ -410,15 +410,11 @@ __attribute__((target("avx512f,avx512dq"))) void uniformHalf512(uint64_t seed, u
     out[0] = uniform01Half(seed, first);
     k = 1;
   }
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitmixGamma));
-  // splitmix64 states seed + (w + 1)·γ of words w = (first + k)/2 + 0..7,
-  // advanced by 8γ per step (no multiply for the counter; the same words as
-  // randomBits); the 16 x 32-bit view of 8 words is 16 consecutive halves.
-  const uint64_t w0 = (first + static_cast<uint64_t>(k)) / 2;
-  alignas(64) uint64_t start[8];
-  for (int l = 0; l < 8; ++l) start[l] = seed + (w0 + static_cast<uint64_t>(l) + 1) * kSplitmixGamma;
-  __m512i state = _mm512_load_si512(start);
-  const __m512i step8 = _mm512_slli_epi64(gamma, 3);
+  // splitmix64 states of words w = (first + k)/2 + 0..7, advanced by 8 words
+  // per step (no multiply for the counter; the same words as randomBits); the
+  // 16 x 32-bit view of 8 words is 16 consecutive halves.
+  __m512i state = splitmix512::states8(seed, (first + static_cast<uint64_t>(k)) / 2);
+  const __m512i step8 = splitmix512::advance(8);
   const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f);
   for (; k + 16 <= n; k += 16) {
     const __m512i z = splitmix512::finalise8(state);

@@ -53,14 +53,9 @@ GZ_THC512 void quantizeColumnsG(const float* R, int64_t lo, float inv, float sca
                boundV = _mm512_set1_ps(zero ? 0.0f : L), two24 = _mm512_set1_ps(16777216.0f);
   // splitmix64 states seed + (w + 1)·γ of the 8 words w of coordinates
   // lo + 256g + j .. + 15 (w = that / 2 + 0..7), advanced by 8γ per column.
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitmixGamma));
-  const __m512i laneGamma = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma);
   __m512i st[G];
-  for (int g = 0; g < G; ++g) {
-    const uint64_t w0 = static_cast<uint64_t>(lo + 256 * g) / 2;
-    st[g] = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (w0 + 1) * kSplitmixGamma)), laneGamma);
-  }
-  const __m512i step = _mm512_slli_epi64(gamma, 3);
+  for (int g = 0; g < G; ++g) st[g] = splitmix512::states8(seed, static_cast<uint64_t>(lo + 256 * g) / 2);
+  const __m512i step = splitmix512::advance(8);
   // 4-bit fields: byte w = (c_2w + Lf) | (c_2w+1 + Lf) << 4, and coordinates
   // 2w, 2w+1 share a 64-bit lane. A multishift moves byte 3 of the lane's two
   // 32-bit halves (c mod 2^8) to bytes 0 and 1, a multiply-add of those bytes
@@ -162,11 +157,9 @@ bool supports(int64_t B, int fieldBits) { return (fieldBits == 4 || fieldBits ==
 double sumSquares(const float* x, int64_t valid, int64_t B) { return sumSquaresT(x, valid, B); }
 
 GZ_THC512 void signWords(uint64_t seed, uint64_t first, int64_t count, uint64_t* out) {
-  const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitmixGamma));
-  // States seed + (first + w + 1)·γ: lane l of the first step is word first + l.
-  __m512i st = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed + (first + 1) * kSplitmixGamma)),
-                                _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma));
-  const __m512i step = _mm512_slli_epi64(gamma, 3);
+  // Lane l of the first step is word first + l.
+  __m512i st = splitmix512::states8(seed, first);
+  const __m512i step = splitmix512::advance(8);
   for (int64_t w = 0; w < count; w += 8) {
     const __mmask8 lanes = count - w >= 8 ? static_cast<__mmask8>(0xFF) : static_cast<__mmask8>((1u << (count - w)) - 1);
     _mm512_mask_storeu_epi64(out + w, lanes, splitmix512::finalise8(st));
