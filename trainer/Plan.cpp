@@ -10,10 +10,25 @@ namespace gradzip::trainer {
 
 bool Plan::errorFeedback() const { return compress::usesErrorFeedback(compressor, options); }
 
+namespace {
+// A parsed node keeps its source style, which the emitter honours over
+// YAML::Flow: options written as a block in the config would otherwise give
+// a multi-line key, unequal to the same options written inline.
+void setFlow(YAML::Node n) {
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  if (n.IsMap())
+    for (auto kv : n) setFlow(kv.second);
+  else if (n.IsSequence())
+    for (auto v : n) setFlow(v);
+}
+}  // namespace
+
 std::string Plan::codecKey() const {
   if (!options || !options.IsMap() || options.size() == 0) return compressor;
+  YAML::Node flow = YAML::Clone(options);
+  setFlow(flow);
   YAML::Emitter e;
-  e << YAML::Flow << options;
+  e << flow;
   return compressor + e.c_str();
 }
 
