@@ -27,8 +27,10 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points) {
   return front;
 }
 
-size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeScale scale) {
+size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeScale scale, double timeTolerance) {
   GZ_CHECK(timeWeight >= 0 && timeWeight <= 1, "knee: time weight {} is outside [0, 1]", timeWeight);
+  GZ_CHECK(timeTolerance >= 0 && std::isfinite(timeTolerance), "knee: time tolerance must be >= 0, got {}",
+           timeTolerance);
   const auto front = paretoFront(points);
   GZ_CHECK(!front.empty(), "knee: no candidate has finite predicted time and statistical cost");
   double tMin = INFINITY, tMax = -INFINITY, sMin = INFINITY, sMax = -INFINITY;
@@ -41,9 +43,19 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeS
   auto norm = [](double v, double lo, double hi) { return hi > lo ? (v - lo) / (hi - lo) : 0.0; };
   if (scale == KneeScale::Relative)
     GZ_CHECK(tMin > 0, "knee: relative scaling needs positive times, got {}", tMin);
+  // ε-dominance on time (Pareto.h): i is out when some j costs clearly less
+  // and is at most (1 + ε) times slower.
+  auto toleratedOut = [&](size_t i) {
+    if (timeTolerance == 0) return false;
+    const double cheaper = points[i].stat - kToleranceStatMargin * std::abs(points[i].stat);
+    for (size_t j : front)
+      if (points[j].stat < cheaper && points[j].time <= points[i].time * (1 + timeTolerance)) return true;
+    return false;
+  };
   size_t best = front.front();
   double bestDist = INFINITY;
   for (size_t i : front) {
+    if (toleratedOut(i)) continue;
     const bool rel = scale == KneeScale::Relative;
     const double t = rel ? (points[i].time - tMin) / tMin : norm(points[i].time, tMin, tMax);
     const double s = rel ? points[i].stat - sMin : norm(points[i].stat, sMin, sMax);

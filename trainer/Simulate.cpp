@@ -91,6 +91,7 @@ RunProfile loadRunProfile(const std::string& dir) {
     if (cfg.controller) {
       p.timeWeight = cfg.controller->timeWeight;
       p.knee = cfg.controller->kneeScale();
+      p.timeTolerance = cfg.controller->timeTolerance;
       for (size_t i = 0; i < p.candidates.size(); ++i)  // the run's statistical cost (vNMSE as loaded)
         p.candidates[i].stat = statisticalCost(*cfg.controller, p.candidates[i].plan, p.candidates[i].stat, gains[i]);
     }
@@ -152,7 +153,7 @@ int simulateCommand(const SimulateArgs& args) {
   for (int n : args.workers) {
     std::vector<Objectives> pts;
     for (const auto& c : p.candidates) pts.push_back({predictStep(p, c, n, net, p.baseStep), c.stat});
-    const size_t k = kneePoint(pts, p.timeWeight, p.knee);
+    const size_t k = kneePoint(pts, p.timeWeight, p.knee, p.timeTolerance);
     const double base16 = fp16 ? predictStep(p, *fp16, n, net, p.baseStep) : NAN;
     md << fmt::format("| {} | `{}` | {} | {} | {:.2f} |", n, p.candidates[k].plan.key(), ms(pts[k].time), ms(base16),
                       base16 / pts[k].time);

@@ -40,6 +40,7 @@ struct RunProfile {
   std::vector<CandidateProfile> candidates;
   double timeWeight = ControllerOptions{}.timeWeight;  // the run's config when it has one
   KneeScale knee = KneeScale::Relative;
+  double timeTolerance = ControllerOptions{}.timeTolerance;
   // target -> (step, train seconds) of the first evaluation that reached it.
   std::map<double, std::pair<int64_t, double>> reached;
   // Follow-up records: the plan a decision chose and its then-measured step.

@@ -15,10 +15,18 @@ knee reproduces every logged choice; it set `ef_rate_scale` (see
 experiments/results/controller_ablation.md).
 
   python3 experiments/python/replay_knee.py --stat ef_rate --scale 0.015 runs/*/auto*/decisions.jsonl
+
+With several comma-separated --scale values (0.015,0.03,...) it prints, per
+decision, the knee of the predicted front at each k instead, with the
+predicted step of THC 4-bit all-reduce over TopKC b=2's and TopKC b=2's
+screened vNMSE (where both were screened): the k at which a decision
+changes plan.
 """
 import argparse
 import json
 import math
+
+STAT_MARGIN = 0.01  # trainer/Pareto.h kToleranceStatMargin
 
 # Compressors the factory does not wrap in error feedback (compress/Factory.cpp).
 NO_ERROR_FEEDBACK = ("fp32", "fp16", "bf16", "cnat", "dnat", "qsgd", "gradiveq")
@@ -39,8 +47,10 @@ def cost(vnmse, plan, stat, scale):
     return scale * vnmse / (1 - vnmse) ** 2 if vnmse < 1 else math.inf
 
 
-def knee(points, w):
-    """points: (time, stat, name); the relative knee of their Pareto front."""
+def knee(points, w, tolerance=0.0):
+    """points: (time, stat, name); the relative knee of their Pareto front, leaving
+    out points another front point beats on cost within (1 + tolerance) of their
+    time (Pareto.h kneePoint's timeTolerance; the scales stay the whole front's)."""
     finite = [p for p in points if math.isfinite(p[0]) and math.isfinite(p[1])]
     front = [p for p in finite
              if not any(q[0] <= p[0] and q[1] <= p[1] and (q[0] < p[0] or q[1] < p[1]) for q in finite)]
@@ -48,29 +58,56 @@ def knee(points, w):
         return None
     t0 = min(p[0] for p in front)
     s0 = min(p[1] for p in front)
-    return min(front, key=lambda p: (math.sqrt(w * ((p[0] - t0) / t0) ** 2 + (1 - w) * (p[1] - s0) ** 2), p[0]))
+    kept = [p for p in front if not any(q[1] < p[1] - STAT_MARGIN * abs(p[1]) and q[0] <= p[0] * (1 + tolerance)
+                                        for q in front)] if tolerance > 0 else front
+    return min(kept, key=lambda p: (math.sqrt(w * ((p[0] - t0) / t0) ** 2 + (1 - w) * (p[1] - s0) ** 2), p[0]))
+
+
+def sweep(log, d, scales, stat, w, tolerance):
+    """The predicted front's knee of decision d at each k in scales."""
+    ok = [r for r in d["candidates"] if r.get("ok")]
+    out = {"log": log, "step": d["step"], "trigger": d.get("trigger")}
+    fastest = {}
+    for r in ok:  # each configuration's fastest collective
+        key = r["plan"].split("@")[0]
+        if key not in fastest or r["predicted_step"] < fastest[key]["predicted_step"]:
+            fastest[key] = r
+    kc, thc = fastest.get("topkc{bits: 2}"), fastest.get("thc{deployment: allreduce, bits: 4, rotation_block_log2: 10}")
+    if kc and thc:
+        out["thc_over_topkc2"] = round(thc["predicted_step"] / kc["predicted_step"], 4)
+        out["topkc2_vnmse"] = round(kc["vnmse"], 4)
+    out["knee"] = {}
+    for k in scales:
+        p = knee([(r["predicted_step"], cost(r["vnmse"], r["plan"], stat, k), r["plan"]) for r in ok], w, tolerance)
+        out["knee"][str(k)] = p[2].split("@")[0] if p else None
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("logs", nargs="+", help="decisions.jsonl files")
     ap.add_argument("--stat", choices=["vnmse", "ef_rate"], default="ef_rate")
-    ap.add_argument("--scale", type=float, default=0.015, help="ef_rate_scale")
+    ap.add_argument("--scale", type=lambda v: [float(x) for x in v.split(",")], default=[0.015],
+                    help="ef_rate_scale; several, comma-separated: a sweep")
     ap.add_argument("--time-weight", type=float, default=0.85)
+    ap.add_argument("--tolerance", type=float, default=0.0, help="time_tolerance")
     a = ap.parse_args()
     for log in a.logs:
         for line in open(log):
             d = json.loads(line)
             if d.get("event") != "decision" or "candidates" not in d:
                 continue
-            c = lambda r: cost(r["vnmse"], r["plan"], a.stat, a.scale)  # noqa: E731
+            if len(a.scale) > 1:
+                print(json.dumps(sweep(log, d, a.scale, a.stat, a.time_weight, a.tolerance)))
+                continue
+            c = lambda r: cost(r["vnmse"], r["plan"], a.stat, a.scale[0])  # noqa: E731
             predicted = knee([(r["predicted_step"], c(r), r["plan"]) for r in d["candidates"] if r.get("ok")],
-                             a.time_weight)
+                             a.time_weight, a.tolerance)
             measured = [(r["measured_step"], c(r), r["plan"]) for r in d.get("explored", []) if r.get("ok")]
             cur = d.get("current") or {}
             if isinstance(cur.get("measured_step"), float) and isinstance(cur.get("vnmse"), float):
                 measured.append((cur["measured_step"], c(cur), cur["plan"]))
-            chosen = knee(measured, a.time_weight)
+            chosen = knee(measured, a.time_weight, a.tolerance)
             print(json.dumps({"log": log, "step": d["step"], "trigger": d.get("trigger"),
                               "predicted_knee": predicted[2] if predicted else None,
                               "measured_knee": chosen[2] if chosen else None, "logged": d.get("chosen")}))

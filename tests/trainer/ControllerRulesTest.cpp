@@ -62,6 +62,33 @@ TEST(Pareto, RelativeKneeWeighsSpeedupAgainstError) {
   EXPECT_THROW(kneePoint({{0.0, 1.0}}, 0.5, KneeScale::Relative), gradzip::UserError);
 }
 
+TEST(Pareto, TimeToleranceIgnoresSavingsWithinTheModelsError) {
+  using gradzip::trainer::KneeScale;
+  // The step-10 front of a 20 Mbit/s ResNet-20 run on 11-26 (ef_rate costs, one
+  // point per compressor): TopK 0.1%, TopK 3.3% allgather, TopKC b=2, THC 4-bit
+  // all-reduce, fp16. TopK 3.3% is predicted 2.8% faster than TopKC b=2 at
+  // 2.4x its cost; with relative scaling at w = 0.85 the knee takes it
+  // (distance 0.148 against 0.158).
+  const std::vector<Objectives> front = {
+      {0.1881, 3.0413}, {0.2137, 0.2183}, {0.2197, 0.0921}, {0.2532, 0.0003}, {0.4485, 0.0}};
+  EXPECT_EQ(kneePoint(front, 0.85, KneeScale::Relative), 1u);
+  EXPECT_EQ(kneePoint(front, 0.85, KneeScale::Relative, 0.0), 1u);
+  // 2.8% is within a 5% tolerance: TopK 3.3% is out, TopKC b=2 is the knee.
+  // At 2% it stays. The scales are still the whole front's: TopK 0.1% has
+  // nothing within 5% of it that costs less, so t_min is unchanged.
+  EXPECT_EQ(kneePoint(front, 0.85, KneeScale::Relative, 0.05), 2u);
+  EXPECT_EQ(kneePoint(front, 0.85, KneeScale::Relative, 0.02), 1u);
+  // The cheapest point always stays: at a tolerance of 10 every other point
+  // is within 11x of fp16's time and costs more, so only fp16 remains.
+  EXPECT_EQ(kneePoint(front, 0.85, KneeScale::Relative, 10.0), 4u);
+  // Near twins do not dominate: TopK 1.1% allgather and AR-TopK 1.1% over the
+  // ring (10 Mbit/s, 11-26) screen 1e-6 apart, and the faster stays the knee.
+  const std::vector<Objectives> twins = {{0.2159, 4.7391}, {0.2212, 4.739099}};
+  EXPECT_EQ(kneePoint(twins, 0.85, KneeScale::Relative, 0.05), 0u);
+  EXPECT_THROW(kneePoint(front, 0.85, KneeScale::Relative, -0.01), gradzip::UserError);
+  EXPECT_THROW(kneePoint(front, 0.85, KneeScale::Relative, NAN), gradzip::UserError);
+}
+
 TEST(Pareto, KneeEdgeCases) {
   EXPECT_EQ(kneePoint({{3, 3}}), 0u);
   // Equal distances: the lower time wins. (1,2) and (2,1) are symmetric.

@@ -125,6 +125,17 @@ TEST(Candidates, EveryCandidateIsAllowedByItsCompressor) {
     }
 }
 
+TEST(Plan, KeyDoesNotDependOnTheConfigsYamlStyle) {
+  // Options written as a block and inline are the same plan, with a one-line key.
+  const auto block = YAML::Load("name: topkc\ntopkc:\n  bits: 2\n  chunk: 64\n");
+  const auto inline_ = YAML::Load("{name: topkc, topkc: {bits: 2, chunk: 64}}");
+  const auto a = trainer::Plan::fromYaml(YamlReader(block, "a.yaml", "compress"));
+  const auto b = trainer::Plan::fromYaml(YamlReader(inline_, "b.yaml", "compress"));
+  EXPECT_EQ(a.key(), "topkc{bits: 2, chunk: 64}@engine");
+  EXPECT_EQ(a.key(), b.key());
+  EXPECT_TRUE(a == b);
+}
+
 TEST(Candidates, CollectiveFilterAndBadFamilies) {
   trainer::ControllerOptions o;
   o.collectives = {"ps"};
@@ -145,14 +156,16 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->minInterval, 200);
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
+  EXPECT_DOUBLE_EQ(cfg.controller->timeTolerance, 0.05);
   EXPECT_EQ(cfg.controller->stat, "ef_rate");  // SGD's default (ControllerOptions::defaultStat)
   EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.015);
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
   EXPECT_EQ(cfg.controller->gainScope, "family");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 2);
   cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, stat: ef, explore_margin: 0, gain_scope: all,"
-              " explore_min_steps: 0, pin: {name: thc, collective: ps}}");
+              " explore_min_steps: 0, time_tolerance: 0, pin: {name: thc, collective: ps}}");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 0);
+  EXPECT_DOUBLE_EQ(cfg.controller->timeTolerance, 0.0);
   ASSERT_TRUE(cfg.controller);
   EXPECT_EQ(cfg.controller->networkInterval, 15);
   EXPECT_EQ(cfg.controller->stat, "ef");
@@ -191,6 +204,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   };
   expectError("{name: auto, families: [fp16, zip]}", "c.yaml:3: compress.families: unknown compressor family 'zip'");
   expectError("{name: auto, time_weight: 2}", "compress.time_weight");
+  expectError("{name: auto, time_tolerance: -0.1}", "compress.time_tolerance");
   expectError("{name: auto, network_interval: 0}", "compress.network_interval");
   expectError("{name: auto, stat: mse}", "compress.stat");
   expectError("{name: auto, geometry: adam}", "compress.geometry");
@@ -352,7 +366,7 @@ std::string expectedProvisional(const trainer::TrainConfig& cfg, const nlohmann:
   }
   EXPECT_LT(self, pts.size()) << initial << " is not among the candidates";
   if (self >= pts.size()) return "";
-  const size_t knee = trainer::kneePoint(pts, o.timeWeight, o.kneeScale());
+  const size_t knee = trainer::kneePoint(pts, o.timeWeight, o.kneeScale(), o.timeTolerance);
   const bool replaces =
       knee != self && trainer::couldReplace(pts[self], pts[knee], o.exploreMargin, o.timeWeight, o.kneeScale());
   const size_t chosen = replaces ? knee : self;
