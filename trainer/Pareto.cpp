@@ -47,7 +47,7 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeS
   // and is at most (1 + ε) times slower.
   auto toleratedOut = [&](size_t i) {
     if (timeTolerance == 0) return false;
-    const double cheaper = points[i].stat - kToleranceStatMargin * std::abs(points[i].stat);
+    const double cheaper = points[i].stat - kFollowGainMargin * std::abs(points[i].stat);
     for (size_t j : front)
       if (points[j].stat < cheaper && points[j].time <= points[i].time * (1 + timeTolerance)) return true;
     return false;

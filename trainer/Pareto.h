@@ -42,18 +42,16 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 //
 // timeTolerance ε >= 0 is the cost model's relative error on time: a front
 // point is dropped before the knee is taken when another front point has a
-// statistical cost lower by more than kToleranceStatMargin of its own and a
+// statistical cost lower by more than kFollowGainMargin (1%) of its own and a
 // time at most (1 + ε) times its own (ε-dominance,
 // Laumanns et al. 2002, "Combining convergence and diversity in evolutionary
 // multiobjective optimization", Def. 2, applied to the time objective only).
 // A time saving within the model's error then buys no statistical cost. The
 // scales (t_min, s_min) stay those of the whole front, so dropping a fast
 // point does not make the others look faster. The point with the lowest cost
-// is never dropped. 0: the plain front.
-// The margin keeps near twins from dominating each other: AR-TopK and TopK
-// at one ratio screen 1e-4 apart (followGain's kFollowGainMargin, the same
-// reason), and a 2.5% faster collective must not lose to such noise.
-inline constexpr double kToleranceStatMargin = 0.01;
+// is never dropped. 0: the plain front. The margin is followGain's, for the
+// same reason: near twins (AR-TopK and TopK at one ratio screen 1e-4 apart)
+// must not dominate each other, or a 2.5% faster collective loses to noise.
 size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5,
                  KneeScale scale = KneeScale::MinMax, double timeTolerance = 0);
 

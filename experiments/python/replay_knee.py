@@ -26,7 +26,7 @@ import argparse
 import json
 import math
 
-STAT_MARGIN = 0.01  # trainer/Pareto.h kToleranceStatMargin
+STAT_MARGIN = 0.01  # trainer/Pareto.h kFollowGainMargin, kneePoint's margin too
 
 # Compressors the factory does not wrap in error feedback (compress/Factory.cpp).
 NO_ERROR_FEEDBACK = ("fp32", "fp16", "bf16", "cnat", "dnat", "qsgd", "gradiveq")
