@@ -171,7 +171,7 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
     provisionalScreens_.clear();
     const auto pts = screenAll(baseStep({&m, 1}), screened, rec, provisionalScreens_);
     if (!paretoFront(pts).empty()) {
-      chosen = int64_t(kneePoint(pts, opts_.timeWeight, opts_.kneeScale(), opts_.timeTolerance));
+      chosen = int64_t(opts_.kneeOf(pts));
       // `initial` stays unless the knee, predicted explore_margin slower,
       // would still replace it as predicted: a saving within the model's
       // error is no reason to compress. With 4 ranks on the 2 cores of the
@@ -433,7 +433,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     Objectives bar = current;
     double barMargin = opts_.exploreMargin;  // on the candidate's predicted time
     if (remeasure && !paretoFront(remaining).empty()) {
-      const size_t knee = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale(), opts_.timeTolerance);
+      const size_t knee = opts_.kneeOf(remaining);
       bar = {remaining[knee].time * (1 + opts_.exploreMargin), remaining[knee].stat};
       barMargin = 0;
       if (self < candidates_.size() && std::isfinite(pts[self].time) &&
@@ -463,7 +463,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       --budget;
     }
     while (int64_t(exploreList.size()) < budget && !paretoFront(remaining).empty()) {
-      const size_t i = kneePoint(remaining, opts_.timeWeight, opts_.kneeScale(), opts_.timeTolerance);
+      const size_t i = opts_.kneeOf(remaining);
       remaining[i] = {INFINITY, INFINITY};
       if (candidates_[i].plan == active_) continue;
       const std::string compressor = candidates_[i].plan.codecKey();
@@ -504,7 +504,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   for (int64_t i : exploreList) {
     const Objectives against = paretoFront(sofar).empty()
                                    ? Objectives{INFINITY, INFINITY}
-                                   : sofar[kneePoint(sofar, opts_.timeWeight, opts_.kneeScale(), opts_.timeTolerance)];
+                                   : sofar[opts_.kneeOf(sofar)];
     measured.push_back(explore(candidates_[i].plan, loop, race, against, floor[size_t(i)]));
     if (measured.back().ok)
       sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
@@ -549,7 +549,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                       : Objectives{INFINITY, INFINITY});
     pts.push_back(predictedKnee >= 0 ? kneePredicted : Objectives{INFINITY, INFINITY});
     if (!paretoFront(pts).empty()) {
-      const size_t k = kneePoint(pts, opts_.timeWeight, opts_.kneeScale(), opts_.timeTolerance);
+      const size_t k = opts_.kneeOf(pts);
       followup_ = {};
       followup_.step = step;
       if (k < own) {

@@ -175,6 +175,10 @@ struct ControllerOptions {
   comm::ProbeOptions probe;
 
   KneeScale kneeScale() const { return knee == "minmax" ? KneeScale::MinMax : KneeScale::Relative; }
+  // Pareto.h kneePoint of `points` under these options (time_weight, knee, time_tolerance).
+  size_t kneeOf(const std::vector<Objectives>& points) const {
+    return kneePoint(points, timeWeight, kneeScale(), timeTolerance);
+  }
 
   // `optimizer` (OptimOptions::name) picks the default `stat` (defaultStat).
   static ControllerOptions fromYaml(YamlReader& r, const std::string& optimizer = "sgd");

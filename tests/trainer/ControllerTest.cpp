@@ -366,7 +366,7 @@ std::string expectedProvisional(const trainer::TrainConfig& cfg, const nlohmann:
   }
   EXPECT_LT(self, pts.size()) << initial << " is not among the candidates";
   if (self >= pts.size()) return "";
-  const size_t knee = trainer::kneePoint(pts, o.timeWeight, o.kneeScale(), o.timeTolerance);
+  const size_t knee = o.kneeOf(pts);
   const bool replaces =
       knee != self && trainer::couldReplace(pts[self], pts[knee], o.exploreMargin, o.timeWeight, o.kneeScale());
   const size_t chosen = replaces ? knee : self;
