@@ -30,8 +30,9 @@ double BandwidthSounding::betaOf(double seconds, int64_t bytes, int n, double al
   return std::max(wire, 1e-3 * seconds) / m;
 }
 
-void BandwidthSounding::reset() {
+void BandwidthSounding::reset(double expected) {
   reference_ = latest_ = 0;
+  expected_ = std::isfinite(expected) && expected > 0 ? expected : 0;
   suspect_ = 0;
   last_ = Verdict::Steady;
 }
@@ -43,11 +44,16 @@ BandwidthSounding::Verdict BandwidthSounding::add(double seconds) {
 
 BandwidthSounding::Verdict BandwidthSounding::classify(double t) {
   latest_ = t;
+  const double factor = 1 + threshold_;
   if (reference_ <= 0) {
+    if (t < expected_ / factor - kNoiseSeconds) {  // the decision's model saw a slower link
+      reference_ = expected_;
+      suspect_ = -1;
+      return Verdict::Suspect;
+    }
     reference_ = t;
     return Verdict::Reference;
   }
-  const double factor = 1 + threshold_;
   const int way = t > reference_ * factor + kNoiseSeconds   ? 1
                   : t < reference_ / factor - kNoiseSeconds ? -1
                                                             : 0;

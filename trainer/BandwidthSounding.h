@@ -10,7 +10,15 @@
 // factor (1 + threshold) and by more than kNoiseSeconds (on a fast link a
 // 64 KB sounding takes 0.1-0.6 ms of mostly latency and scheduling noise on
 // this 2-core host) is suspect, and a second one in a row, the same way, is a
-// change of the link. β from a sounding is the ring all-reduce cost solved
+// change of the link. A decision taken while the link was changing can leave
+// its reference on the new link, and the soundings after it then agree with
+// it: so the reference is also held against the time the decision's own α
+// and β predict for it, and one much faster than predicted (beyond the same
+// factor and kNoiseSeconds) is suspect at once. (A CI run took a decision
+// on a 10 Mbit/s link a few steps before it recovered and kept TopK 1% for
+// 80 steps, until the mismatch rule fired.) Only faster: a plan chosen for a
+// faster link than there is still moves its bytes through its own
+// collectives, which the ratio detector watches. β from a sounding is the ring all-reduce cost solved
 // for β (flexible-communication paper Table I: t = 2(N−1)α + 2(N−1)/N·M·β).
 // This class holds that logic; the controller runs the collectives
 // (trainer/Controller.cpp, trainer/ControllerDecision.cpp).
@@ -45,8 +53,11 @@ class BandwidthSounding {
   static double betaOf(double seconds, int64_t bytes, int n, double alpha);
 
   enum class Verdict { Reference, Steady, Suspect, Changed };
-  // After a decision: the next sounding becomes the reference.
-  void reset();
+  // After a decision: the next sounding becomes the reference, unless it
+  // takes less than `expected` / (1 + threshold) − kNoiseSeconds (the time
+  // the decision's network model predicts for a sounding; 0: none), when
+  // `expected` becomes the reference and the sounding is suspect.
+  void reset(double expected = 0);
   // One sounding's time (non-finite or non-positive: ignored, the last
   // verdict again).
   Verdict add(double seconds);
@@ -62,6 +73,7 @@ class BandwidthSounding {
 
   double threshold_;
   double reference_ = 0, latest_ = 0;
+  double expected_ = 0;  // the model's time for the first sounding after reset()
   Verdict last_ = Verdict::Steady;
   int suspect_ = 0;  // the direction of the last sounding beyond the threshold (+1 slower, −1 faster), or 0
 };

@@ -6,6 +6,7 @@
 
 #include "trainer/ControllerDetail.h"
 
+#include "comm/CostModel.h"
 #include "comm/NetworkProbe.h"
 #include "compress/Factory.h"
 #include "trainer/Pareto.h"
@@ -186,7 +187,13 @@ void Controller::resetMeasurements() {
   netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = severe_ = false;
   gainSeen_ = 0;
   changeSince_ = -1;
-  sounding_.reset();
+  // The time the model the plan was chosen under gives a sounding (none while
+  // β is still being measured at the start): a first sounding much faster
+  // than that finds a link that changed under the decision.
+  const bool modelled = std::isfinite(net_.alpha) && std::isfinite(net_.beta) && net_.alpha >= 0 && net_.beta >= 0;
+  sounding_.reset(modelled ? comm::ringAllReduceCost(double(BandwidthSounding::periodicBytes(comm_.size())),
+                                                     comm_.size(), net_)
+                           : 0.0);
   lastSound_ = -1;
   soundAgain_ = soundTriggered_ = false;
   steps_.clear();

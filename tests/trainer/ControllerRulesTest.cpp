@@ -282,6 +282,31 @@ TEST(BandwidthSounding, TwoSoundingsBeyondTheThresholdAreAChange) {
   EXPECT_EQ(s.add(2e-3), V::Suspect);  // 20x and 1.9 ms more: beyond both
 }
 
+// A decision taken on a 10 Mbit/s link just before it recovered: its model
+// predicts 52 ms for a sounding. A first sounding of 0.3 ms after it is
+// suspect (the model's time becomes the reference) and a second confirms the
+// change; one within the factor of the prediction, one slower than predicted
+// (the plan's own collectives show a slower link), and one below the noise
+// floor of a fast link's prediction are references as before.
+TEST(BandwidthSounding, AFirstSoundingMuchFasterThanTheModelPredictsIsSuspect) {
+  using gradzip::trainer::BandwidthSounding;
+  using V = BandwidthSounding::Verdict;
+  BandwidthSounding s(0.6);
+  s.reset(0.052);
+  EXPECT_EQ(s.add(3e-4), V::Suspect);
+  EXPECT_EQ(s.add(4e-4), V::Changed);
+  EXPECT_NEAR(s.change(), 4e-4 / 0.052, 1e-15);
+  s.reset(0.052);
+  EXPECT_EQ(s.add(0.034), V::Reference);  // 1/1.53 of the prediction
+  EXPECT_EQ(s.add(0.035), V::Steady);
+  s.reset(0.052);
+  EXPECT_EQ(s.add(0.2), V::Reference);
+  s.reset(1.2e-3);                       // a fast link's prediction
+  EXPECT_EQ(s.add(1e-4), V::Reference);  // 12x faster, but within 1 ms
+  s.reset(NAN);
+  EXPECT_EQ(s.add(1e-4), V::Reference);
+}
+
 TEST(DriftDetector, JumpTriggersNoiseDoesNot) {
   DriftDetector d(0.10, 0.5);
   d.reset(1.0);
