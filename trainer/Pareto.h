@@ -50,7 +50,7 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 // scales (t_min, s_min) stay those of the whole front, so dropping a fast
 // point does not make the others look faster. The point with the lowest cost
 // is never dropped. 0: the plain front. The margin is followGain's, for the
-// same reason: near twins (AR-TopK and TopK at one ratio screen 1e-4 apart)
+// same reason: near twins (AR-TopK and TopK at one ratio screen 1e-6 to 1e-4 apart)
 // must not dominate each other, or a 2.5% faster collective loses to noise.
 size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5,
                  KneeScale scale = KneeScale::MinMax, double timeTolerance = 0);

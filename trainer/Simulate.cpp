@@ -89,9 +89,7 @@ RunProfile loadRunProfile(const std::string& dir) {
   if (std::filesystem::exists(cfgPath)) {
     const auto cfg = TrainConfig::load(cfgPath);
     if (cfg.controller) {
-      p.timeWeight = cfg.controller->timeWeight;
-      p.knee = cfg.controller->kneeScale();
-      p.timeTolerance = cfg.controller->timeTolerance;
+      p.controller = *cfg.controller;
       for (size_t i = 0; i < p.candidates.size(); ++i)  // the run's statistical cost (vNMSE as loaded)
         p.candidates[i].stat = statisticalCost(*cfg.controller, p.candidates[i].plan, p.candidates[i].stat, gains[i]);
     }
@@ -124,7 +122,7 @@ int simulateCommand(const SimulateArgs& args) {
   auto p = loadRunProfile(args.run);
   if (args.timeWeight >= 0) {
     GZ_CHECK(args.timeWeight <= 1, "simulate: --time-weight must be in [0, 1], got {}", args.timeWeight);
-    p.timeWeight = args.timeWeight;
+    p.controller.timeWeight = args.timeWeight;
   }
   comm::NetworkParams net = p.net;
   if (args.mbit > 0) net.beta = 8.0 / (args.mbit * 1e6);
@@ -153,7 +151,7 @@ int simulateCommand(const SimulateArgs& args) {
   for (int n : args.workers) {
     std::vector<Objectives> pts;
     for (const auto& c : p.candidates) pts.push_back({predictStep(p, c, n, net, p.baseStep), c.stat});
-    const size_t k = kneePoint(pts, p.timeWeight, p.knee, p.timeTolerance);
+    const size_t k = p.controller.kneeOf(pts);
     const double base16 = fp16 ? predictStep(p, *fp16, n, net, p.baseStep) : NAN;
     md << fmt::format("| {} | `{}` | {} | {} | {:.2f} |", n, p.candidates[k].plan.key(), ms(pts[k].time), ms(base16),
                       base16 / pts[k].time);

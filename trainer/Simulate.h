@@ -38,9 +38,8 @@ struct RunProfile {
   double baseStep = 0;      // measured step time without waiting for communication
   std::vector<int64_t> buckets;  // coordinates of each controlled bucket
   std::vector<CandidateProfile> candidates;
-  double timeWeight = ControllerOptions{}.timeWeight;  // the run's config when it has one
-  KneeScale knee = KneeScale::Relative;
-  double timeTolerance = ControllerOptions{}.timeTolerance;
+  // The knee's options (time_weight, knee, time_tolerance): the run's config when it has one.
+  ControllerOptions controller;
   // target -> (step, train seconds) of the first evaluation that reached it.
   std::map<double, std::pair<int64_t, double>> reached;
   // Follow-up records: the plan a decision chose and its then-measured step.
