@@ -153,6 +153,15 @@ double Controller::start(int64_t step) {
   return since(t0);
 }
 
+void Controller::begin(int64_t step, ControlledLoop& loop) {
+  const bool ahead = !opts_.pin && !decided_ && !provisionalDone_ && opts_.provisionalStep > 0 &&
+                     opts_.provisionalStep < opts_.warmupSteps && step < opts_.provisionalStep;
+  if (comm_.size() < 2 || !opts_.provisionalRewind || !ahead) return;
+  rewindState_ = loop.snapshot();
+  rewindStep_ = step;
+  rewindSince_ = Clock::now();
+}
+
 void Controller::applyPlan(const Plan& large, int64_t step) {
   active_ = large;
   activeCoef_.clear();
@@ -347,8 +356,8 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // serves the steps until the next one. The first refresh follows the
   // optimizer's first step.
   if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
-  if (!decided_ && !opts_.pin && step == opts_.provisionalStep && step < opts_.warmupSteps)
-    return settling + provisional(step, m);
+  if (!decided_ && !provisionalDone_ && !opts_.pin && step == opts_.provisionalStep && step < opts_.warmupSteps)
+    return provisional(step, m, loop, settling);
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return settling;
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {
@@ -434,7 +443,7 @@ double Controller::sound(int64_t step, int64_t bytes) {
 void Controller::save(torch::serialize::OutputArchive& ar) const {
   ar.write("controller/state",
            torch::tensor({double(activeIndex_), double(decided_), double(lastDecision_), double(decisions_), net_.alpha,
-                          net_.beta},
+                          net_.beta, double(provisionalDone_)},
                          torch::kDouble),
            true);
 }
@@ -442,13 +451,15 @@ void Controller::save(torch::serialize::OutputArchive& ar) const {
 void Controller::load(torch::serialize::InputArchive& ar) {
   torch::Tensor t;
   ar.read("controller/state", t, true);
-  GZ_CHECK(t.numel() == 6, "checkpoint: controller state has {} fields, expected 6", t.numel());
+  // 6 fields before provisional_rewind (whose checkpoints are past the provisional step).
+  GZ_CHECK(t.numel() == 6 || t.numel() == 7, "checkpoint: controller state has {} fields, expected 7", t.numel());
   const auto index = int64_t(t[0].item<double>());
   GZ_CHECK(index >= -1 && index < int64_t(candidates_.size()),
            "checkpoint: controller plan {} is not among the {} candidates of this config", index, candidates_.size());
   decided_ = t[1].item<double>() != 0;
   lastDecision_ = int64_t(t[2].item<double>());
   decisions_ = int64_t(t[3].item<double>());
+  provisionalDone_ = t.numel() < 7 || t[6].item<double>() != 0;
   // α and β (fields 4, 5) are kept for the record: start() probed α as the
   // network is now, and β follows from the first steps after the resume
   // (settleBeta), which is what the next decision should use.

@@ -6,7 +6,10 @@
 // from provisional_step (default 2) on: there rank 0 screens every candidate
 // on that step's gradient, as in step 1 below but without exploration, and
 // every rank runs the knee of the predicted front until the first decision,
-// unless `initial`, predicted too, is within explore_margin of it.
+// unless `initial`, predicted too, is within explore_margin of it. When the
+// knee replaces `initial`, the steps before it measured (compute time, β, a
+// gradient to screen) and are undone (provisional_rewind): training restarts
+// from the state begin() kept, on the knee, charged their wall time.
 //
 // A decision, taken when a trigger fires (the first after warmup_steps; then a
 // network or step-time change, at most every network_interval steps, or a
@@ -77,6 +80,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/serialize/archive.h>
 
+#include <chrono>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -118,6 +122,10 @@ class Controller {
   // follows from the first steps' collectives: settleBeta). Returns the
   // seconds it took (the caller adds them to the training time).
   double start(int64_t step);
+  // Collective, once, just before the first training step (after any
+  // resume): keeps the training state in memory (loop.snapshot()) when the
+  // provisional step, still ahead, may rewind to it (provisional_rewind).
+  void begin(int64_t step, ControlledLoop& loop);
   // Collective, after every training step. Returns the wall seconds it spent
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
@@ -188,9 +196,12 @@ class Controller {
   double settleBeta(int64_t step);
   // Collective, at provisional_step: the knee of the predicted front (no
   // exploration) replaces `initial` until the first decision if, predicted
-  // explore_margin slower, it still would (Pareto.h couldReplace). Returns
-  // the seconds it took.
-  double provisional(int64_t step, const StepMeasure& m);
+  // explore_margin slower, it still would (Pareto.h couldReplace). When it
+  // does and begin() kept a state, training rewinds to it (loop.restore())
+  // and starts on the knee. Returns the seconds to charge to training time:
+  // `spent` (this step's other controller work) plus its own, or with a
+  // rewind every second since begin() (the restored clock predates them).
+  double provisional(int64_t step, const StepMeasure& m, ControlledLoop& loop, double spent);
   // Every rank: β from the running plan's latest collectives, the smallest
   // over ranks (observedBeta in ControllerDetail.h per rank, then MIN): the
   // last rank to reach a collective sees its wire time, the others also wait
@@ -270,6 +281,11 @@ class Controller {
   int64_t observedSteps_ = 0;   // steps observed since start()
   // The provisional step's screenings, reused by the first decision.
   std::map<std::string, Screened> provisionalScreens_;
+  bool provisionalDone_ = false;  // the provisional step has run (checkpointed)
+  // begin()'s training state for the provisional rewind, its step and when it was taken.
+  std::string rewindState_;
+  int64_t rewindStep_ = 0;
+  std::chrono::steady_clock::time_point rewindSince_;
   int64_t lastDecision_ = 0;
   int64_t decisions_ = 0;
   std::vector<StepMeasure> recent_;  // steps on the active plan since the last decision

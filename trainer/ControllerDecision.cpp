@@ -160,8 +160,9 @@ size_t Controller::indexOf(const Plan& plan) const {
                 candidates_.begin());
 }
 
-double Controller::provisional(int64_t step, const StepMeasure& m) {
+double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoop& loop, double spent) {
   const auto t0 = Clock::now();
+  provisionalDone_ = true;
   nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}};
   int64_t chosen = -1;
   if (betaPending_) settleBeta(step);
@@ -188,17 +189,37 @@ double Controller::provisional(int64_t step, const StepMeasure& m) {
     }
   }
   chosen = broadcastInt(chosen);
-  if (chosen >= 0 && !(candidates_[size_t(chosen)].plan == active_)) {
+  const bool moves = chosen >= 0 && !(candidates_[size_t(chosen)].plan == active_);
+  int64_t from = step;
+  if (moves && !rewindState_.empty()) {
+    // The steps so far measured; undone, they leave no trace of `initial` in
+    // the model, the optimizer or the data position. Every rank kept its
+    // state at the same step (begin), so all rewind together.
+    loop.restore(rewindState_);
+    from = rewindStep_;
+    rec["rewound"] = {{"to_step", from}, {"steps", step - from}};
+    refreshGeometry();  // measured in the restored optimizer's geometry
+    geometryRefreshed_ = false;  // and again after its first step
+  }
+  rewindState_.clear();
+  rewindState_.shrink_to_fit();
+  if (moves) {
     activeIndex_ = chosen;
-    applyPlan(candidates_[size_t(chosen)].plan, step);
+    applyPlan(candidates_[size_t(chosen)].plan, from);
   }
   const double seconds = since(t0);
   rec["chosen"] = active_.key();
   rec["seconds"] = seconds;
+  // With a rewind the restored clock predates the undone steps (and `spent`):
+  // every second since the state was kept is charged here.
+  const double charged = from < step ? since(rewindSince_) : spent + seconds;
+  if (from < step) rec["charged_seconds"] = charged;
   writeDecision(rec.dump());
-  spdlog::info("controller: step {} (provisional, until the first decision at step {}): {} from the predicted front",
-               step, opts_.warmupSteps, active_.key());
-  return seconds;
+  spdlog::info("controller: step {} (provisional, until the first decision at step {}): {} from the predicted front{}",
+               step, opts_.warmupSteps, active_.key(),
+               from < step ? fmt::format("; the {} steps before it undone, training restarts at step {}", step - from, from)
+                           : "");
+  return charged;
 }
 
 Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against,

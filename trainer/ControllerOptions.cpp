@@ -47,6 +47,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.screenReps = r.getInt("screen_reps", o.screenReps, 2, 1000);
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
+  o.provisionalRewind = r.getBool("provisional_rewind", o.provisionalRewind);
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.exploreMinSteps = r.getInt("explore_min_steps", o.exploreMinSteps, 0, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
@@ -90,6 +91,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["screen_reps"] = screenReps;
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
+  n["provisional_rewind"] = provisionalRewind;
   n["explore_steps"] = exploreSteps;
   n["explore_min_steps"] = exploreMinSteps;
   n["explore"] = explore;

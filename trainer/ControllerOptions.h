@@ -14,6 +14,7 @@
 //     stat: ef_rate                     # statistical cost (default: ef_rate under SGD, vnmse under AdamW)
 //     screen_reps: 8                    # replays of the gradient that screen an error-feedback codec
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
+//     provisional_rewind: true          # and undo those 2 fp16 steps (they measured)
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
 //     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
@@ -116,6 +117,15 @@ struct ControllerOptions {
   // (experiments/results/controller_ablation.md, "A provisional plan"). 2, not 1:
   // the first step's compute carries the start-up costs.
   int64_t provisionalStep = 2;
+  // When the provisional step leaves `initial`, the steps before it are
+  // undone: training restarts from the state before the first step, on the
+  // knee, and only their wall time is charged (as for exploration). Those
+  // steps measured the compute time, β and a gradient to screen; trained,
+  // two dense fp16 steps at the start cost TopKC b=2 under error feedback
+  // 30-110 steps to 0.88 in 8 of 8 paired seeds of two epochs at 20 Mbit/s,
+  // while the two steps' time is ~0.45 s there
+  // (experiments/results/controller_ablation.md, "Two epochs at 20 Mbit/s: 6 seeds, and where auto's steps go").
+  bool provisionalRewind = true;
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
   int64_t exploreSteps = 6;

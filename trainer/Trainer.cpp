@@ -311,6 +311,10 @@ struct Trainer::Impl final : ControlledLoop {
       }
       torch::serialize::InputArchive o;
       ar.read("optimizer", o);
+      // load() sets the per-parameter state the archive holds and leaves the
+      // rest: a state from before the first step (no momentum yet) must not
+      // keep the momentum of steps taken since.
+      optimizer->state().clear();
       optimizer->load(o);
       torch::serialize::InputArchive s;
       ar.read("gradsync", s);
@@ -543,6 +547,7 @@ struct Trainer::Impl final : ControlledLoop {
     trainSeconds += controllerStartSeconds;
     if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed ? step : -1);
     if (!resumed) train->startEpoch(0);
+    if (controller) controller->begin(step, *this);
 
     TrainResult result;
     model->train();
@@ -555,8 +560,10 @@ struct Trainer::Impl final : ControlledLoop {
       progress->step(step, done->loss, double(done->samples) / done->measure.step);
       updateProgressFile();
       if (controller) {
+        const int64_t before = step;
         const double deciding = controller->afterStep(step, done->measure, *this);
         trainSeconds += deciding;  // exploration is training time (its steps are undone, its time is not)
+        if (step < before) continue;  // the provisional step undid the warm-up's steps: nothing to evaluate
       }
       if (cfg.train.checksumEvery > 0 && step % cfg.train.checksumEvery == 0) checkParametersAgree();
       const bool last = step == totalSteps;

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <unistd.h>
@@ -162,6 +163,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
   EXPECT_EQ(cfg.controller->gainScope, "family");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 2);
+  EXPECT_TRUE(cfg.controller->provisionalRewind);
+  EXPECT_FALSE(parse("{name: auto, provisional_rewind: false}").controller->provisionalRewind);
   cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, stat: ef, explore_margin: 0, gain_scope: all,"
               " explore_min_steps: 0, time_tolerance: 0, pin: {name: thc, collective: ps}}");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 0);
@@ -216,6 +219,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, sound_every: -1}", "compress.sound_every");
   expectError("{name: auto, sound_share: 2}", "compress.sound_share");
   expectError("{name: auto, sound_share: 0}", "compress.sound_share");  // would never sound again
+  expectError("{name: auto, provisional_rewind: 3}", "compress.provisional_rewind");
   expectError("{name: auto, explore_step: 3}", "compress.explore_step: unknown key");
   expectError("{name: auto, pin: {name: cnat, collective: ring}}", "does not support collective 'ring'");
   expectError("autom", "expected a mapping");
@@ -309,6 +313,57 @@ TEST_F(ControllerTrainTest, PinnedExplorationLeavesTrainingBitIdentical) {
   // The exploration time is charged to training time: the run's clock holds it
   // on top of its 60 steps, each of which takes time too.
   EXPECT_GT(b.back()["train_seconds"].get<double>(), exploring);
+}
+
+TEST_F(ControllerTrainTest, TheProvisionalRewindTrainsLikeTheStaticPlanFromStepZero) {
+  // With TopKC b=2 on the engine the only candidate, the provisional step
+  // leaves fp16 for it and undoes the two fp16 steps before it: the momentum
+  // they built (a state from before the first step has none, which restoring
+  // must not keep), their data position and RNG. The run then trains bit for
+  // bit like the static plan, while its clock holds the undone steps too.
+  // Without the rewind the two fp16 steps stay in the model.
+  const std::string topkc = "{name: topkc, collective: engine, topkc: {bits: 2}}";
+  const std::string opts =
+      "families: [topkc], topkc_bits: [2], collectives: [engine], warmup_steps: 10, probe: {budget_seconds: 0.5}";
+  auto stat = config(dir.path() + "/static", topkc, 30);
+  auto rewound = config(dir.path() + "/rewound", "{name: auto, " + opts + "}", 30);
+  auto kept = config(dir.path() + "/kept", "{name: auto, provisional_rewind: false, " + opts + "}", 30);
+  train(stat);
+  train(rewound);
+  train(kept);
+  const auto a = jsonLines(stat.runDir() + "/tta.jsonl"), b = jsonLines(rewound.runDir() + "/tta.jsonl"),
+             c = jsonLines(kept.runDir() + "/tta.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(c.size(), 3u);
+  int differs = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "row " << i;
+    EXPECT_EQ(a[i]["metrics"]["accuracy"].get<double>(), b[i]["metrics"]["accuracy"].get<double>()) << "row " << i;
+    EXPECT_EQ(b[i]["plan"], "topkc{bits: 2}@engine");
+    differs += a[i]["loss"].get<double>() != c[i]["loss"].get<double>();
+  }
+  EXPECT_GT(differs, 0) << "the kept fp16 steps left no trace";
+  std::optional<nlohmann::json> p;
+  for (const auto& r : jsonLines(rewound.runDir() + "/decisions.jsonl"))
+    if (r["event"] == "provisional") p = r;
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->at("step"), 2);
+  EXPECT_EQ(p->at("chosen"), "topkc{bits: 2}@engine");
+  EXPECT_EQ(p->at("rewound"), (nlohmann::json{{"to_step", 0}, {"steps", 2}}));
+  // Charged: the two undone steps and the screening, all inside the first row's clock.
+  EXPECT_GT(p->at("charged_seconds").get<double>(), p->at("seconds").get<double>());
+  EXPECT_GT(b[0]["train_seconds"].get<double>(), p->at("charged_seconds").get<double>());
+  // Every rank restarted on the plan at step 0.
+  const auto r0 = jsonLines(rewound.runDir() + "/rank0/plans.jsonl"), r1 = jsonLines(rewound.runDir() + "/rank1/plans.jsonl");
+  EXPECT_EQ(r0, r1);
+  ASSERT_GE(r0.size(), 2u);
+  EXPECT_EQ(r0[1]["step"], 0);
+  EXPECT_EQ(r0[1]["plan"], "topkc{bits: 2}@engine");
+  for (const auto& r : jsonLines(kept.runDir() + "/decisions.jsonl"))
+    if (r["event"] == "provisional") EXPECT_FALSE(r.contains("rewound")) << r.dump();
+  EXPECT_EQ(jsonLines(kept.runDir() + "/rank0/plans.jsonl").at(1)["step"], 2);
 }
 
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
@@ -435,10 +490,13 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   EXPECT_EQ(decisions[0]["current"]["plan"], chosen);  // the first decision measured it as the running plan
   const auto r0 = jsonLines(cfg.runDir() + "/rank0/plans.jsonl"), r1 = jsonLines(cfg.runDir() + "/rank1/plans.jsonl");
   EXPECT_EQ(r0, r1);
-  if (chosen != "fp16@engine") {
+  if (chosen != "fp16@engine") {  // the two fp16 steps were undone (provisional_rewind)
     ASSERT_GE(r0.size(), 2u);
-    EXPECT_EQ(r0[1]["step"], 2);
+    EXPECT_EQ(r0[1]["step"], 0);
     EXPECT_EQ(r0[1]["plan"], chosen);
+    EXPECT_EQ(p["rewound"]["steps"], 2);
+  } else {
+    EXPECT_FALSE(p.contains("rewound"));  // nothing to undo: fp16 goes on
   }
 
   auto off = config(dir.path() + "/off", "{name: auto, provisional_step: 0, " + opts + "}", 12);
