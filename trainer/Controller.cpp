@@ -153,13 +153,14 @@ double Controller::start(int64_t step) {
   return since(t0);
 }
 
-void Controller::begin(int64_t step, ControlledLoop& loop) {
+double Controller::begin(int64_t step, ControlledLoop& loop) {
   const bool ahead = !opts_.pin && !decided_ && !provisionalDone_ && opts_.provisionalStep > 0 &&
                      opts_.provisionalStep < opts_.warmupSteps && step < opts_.provisionalStep;
-  if (comm_.size() < 2 || !opts_.provisionalRewind || !ahead) return;
+  if (comm_.size() < 2 || !opts_.provisionalRewind || !ahead) return 0;
+  rewindSince_ = Clock::now();  // the snapshot is inside what a rewind charges
   rewindState_ = loop.snapshot();
   rewindStep_ = step;
-  rewindSince_ = Clock::now();
+  return since(rewindSince_);
 }
 
 void Controller::applyPlan(const Plan& large, int64_t step) {

@@ -125,7 +125,8 @@ class Controller {
   // Collective, once, just before the first training step (after any
   // resume): keeps the training state in memory (loop.snapshot()) when the
   // provisional step, still ahead, may rewind to it (provisional_rewind).
-  void begin(int64_t step, ControlledLoop& loop);
+  // Returns the seconds it took (the caller adds them to the training time).
+  double begin(int64_t step, ControlledLoop& loop);
   // Collective, after every training step. Returns the wall seconds it spent
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);

@@ -264,6 +264,7 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop,
 }
 
 void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
+  const auto started = Clock::now();
   const int n = comm_.size();
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
   if (betaPending_) settleBeta(step);
@@ -621,6 +622,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   decided_ = true;
   lastDecision_ = step;
   ++decisions_;
+  rec["seconds"] = since(started);  // all of it: refit, screening, exploration (charged to training time)
   writeDecision(rec.dump());
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,
                opts_.pin ? "would pick" : "picked", pick.key(), exploreList.size(),

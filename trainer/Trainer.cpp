@@ -547,7 +547,7 @@ struct Trainer::Impl final : ControlledLoop {
     trainSeconds += controllerStartSeconds;
     if (comm.rank() == 0) tta = std::make_unique<TtaLog>(cfg.runDir(), resumed ? step : -1);
     if (!resumed) train->startEpoch(0);
-    if (controller) controller->begin(step, *this);
+    if (controller) trainSeconds += controller->begin(step, *this);
 
     TrainResult result;
     model->train();
