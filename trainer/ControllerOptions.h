@@ -122,9 +122,11 @@ struct ControllerOptions {
   // knee, and only their wall time is charged (as for exploration). Those
   // steps measured the compute time, β and a gradient to screen; trained,
   // two dense fp16 steps at the start cost TopKC b=2 under error feedback
-  // 30-110 steps to 0.88 in 8 of 8 paired seeds of two epochs at 20 Mbit/s,
-  // while the two steps' time is ~0.45 s there
-  // (experiments/results/controller_ablation.md, "Two epochs at 20 Mbit/s: 6 seeds, and where auto's steps go").
+  // 30-110 steps to 0.88 in 8 of 8 paired seeds of two epochs at 20 Mbit/s
+  // (experiments/results/controller_ablation.md, "Two epochs at 20 Mbit/s: 6
+  // seeds, and where auto's steps go"); undone, they cost their time, ~0.9 s
+  // there, and auto with the static arm's plan follows that arm's path bit
+  // for bit (same file, "Undoing the warm-up's fp16 steps").
   bool provisionalRewind = true;
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
