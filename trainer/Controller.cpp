@@ -153,10 +153,13 @@ double Controller::start(int64_t step) {
   return since(t0);
 }
 
+bool Controller::provisionalAhead() const {
+  return !opts_.pin && !decided_ && !provisionalDone_ && opts_.provisionalStep > 0 &&
+         opts_.provisionalStep < opts_.warmupSteps;
+}
+
 double Controller::begin(int64_t step, ControlledLoop& loop) {
-  const bool ahead = !opts_.pin && !decided_ && !provisionalDone_ && opts_.provisionalStep > 0 &&
-                     opts_.provisionalStep < opts_.warmupSteps && step < opts_.provisionalStep;
-  if (comm_.size() < 2 || !opts_.provisionalRewind || !ahead) return 0;
+  if (comm_.size() < 2 || !opts_.provisionalRewind || !provisionalAhead() || step >= opts_.provisionalStep) return 0;
   rewindSince_ = Clock::now();  // the snapshot is inside what a rewind charges
   rewindState_ = loop.snapshot();
   rewindStep_ = step;
@@ -357,8 +360,7 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // serves the steps until the next one. The first refresh follows the
   // optimizer's first step.
   if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
-  if (!decided_ && !provisionalDone_ && !opts_.pin && step == opts_.provisionalStep && step < opts_.warmupSteps)
-    return provisional(step, m, loop, settling);
+  if (step == opts_.provisionalStep && provisionalAhead()) return provisional(step, m, loop, settling);
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return settling;
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {

@@ -127,6 +127,10 @@ class Controller {
   // provisional step, still ahead, may rewind to it (provisional_rewind).
   // Returns the seconds it took (the caller adds them to the training time).
   double begin(int64_t step, ControlledLoop& loop);
+  // begin() kept a state the provisional step may still rewind to: the steps
+  // until then are measurement, so the trainer neither evaluates nor
+  // checkpoints them (a TTA row of an undone step would stay in the log).
+  bool mayRewind() const { return !rewindState_.empty(); }
   // Collective, after every training step. Returns the wall seconds it spent
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
@@ -203,6 +207,9 @@ class Controller {
   // `spent` (this step's other controller work) plus its own, or with a
   // rewind every second since begin() (the restored clock predates them).
   double provisional(int64_t step, const StepMeasure& m, ControlledLoop& loop, double spent);
+  // The provisional step is still to come: it is on (0 < provisional_step <
+  // warmup_steps, not pinned) and has not run, nor has a decision.
+  bool provisionalAhead() const;
   // Every rank: β from the running plan's latest collectives, the smallest
   // over ranks (observedBeta in ControllerDetail.h per rank, then MIN): the
   // last rank to reach a collective sees its wire time, the others also wait

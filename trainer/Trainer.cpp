@@ -564,6 +564,7 @@ struct Trainer::Impl final : ControlledLoop {
         const double deciding = controller->afterStep(step, done->measure, *this);
         trainSeconds += deciding;  // exploration is training time (its steps are undone, its time is not)
         if (step < before) continue;  // the provisional step undid the warm-up's steps: nothing to evaluate
+        if (controller->mayRewind() && step < totalSteps) continue;  // steps it may still undo
       }
       if (cfg.train.checksumEvery > 0 && step % cfg.train.checksumEvery == 0) checkParametersAgree();
       const bool last = step == totalSteps;

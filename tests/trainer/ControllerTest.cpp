@@ -364,6 +364,19 @@ TEST_F(ControllerTrainTest, TheProvisionalRewindTrainsLikeTheStaticPlanFromStepZ
   for (const auto& r : jsonLines(kept.runDir() + "/decisions.jsonl"))
     if (r["event"] == "provisional") EXPECT_FALSE(r.contains("rewound")) << r.dump();
   EXPECT_EQ(jsonLines(kept.runDir() + "/rank0/plans.jsonl").at(1)["step"], 2);
+
+  // Evaluating every step: the steps the rewind may undo are not evaluated,
+  // so the TTA log has one row per step, in order, all of the kept path.
+  auto every = gradzip::testing::mlpConfig(dir.path() + "/every", "{name: auto, " + opts + "}",
+                                           "train: {max_steps: 4, eval_every: 1, eval_batches: 1}\ncomm: {timeout_s: 30}\n",
+                                           "{name: sgd, lr: 0.05, momentum: 0.9}");
+  train(every);
+  const auto rows = jsonLines(every.runDir() + "/tta.jsonl");
+  ASSERT_EQ(rows.size(), 4u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["step"], int64_t(i) + 1);
+    EXPECT_EQ(rows[i]["plan"], "topkc{bits: 2}@engine");
+  }
 }
 
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
