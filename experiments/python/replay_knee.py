@@ -14,7 +14,7 @@ for candidates it did not explore. With the run's own settings the measured
 knee reproduces every logged choice; it set `ef_rate_scale` (see
 experiments/results/controller_ablation.md).
 
-  python3 experiments/python/replay_knee.py --stat ef_rate --scale 0.015 runs/*/auto*/decisions.jsonl
+  python3 experiments/python/replay_knee.py --stat ef_rate --scale 0.03 runs/*/auto*/decisions.jsonl
 
 With several comma-separated --scale values (0.015,0.03,...) it prints, per
 decision, the knee of the predicted front at each k instead, with the
@@ -87,10 +87,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("logs", nargs="+", help="decisions.jsonl files")
     ap.add_argument("--stat", choices=["vnmse", "ef_rate"], default="ef_rate")
-    ap.add_argument("--scale", type=lambda v: [float(x) for x in v.split(",")], default=[0.015],
+    ap.add_argument("--scale", type=lambda v: [float(x) for x in v.split(",")], default=[0.03],
                     help="ef_rate_scale; several, comma-separated: a sweep")
     ap.add_argument("--time-weight", type=float, default=0.85)
-    ap.add_argument("--tolerance", type=float, default=0.0, help="time_tolerance")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="time_tolerance (the controller's default 0.05)")
     a = ap.parse_args()
     for log in a.logs:
         for line in open(log):

@@ -159,7 +159,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
   EXPECT_DOUBLE_EQ(cfg.controller->timeTolerance, 0.05);
   EXPECT_EQ(cfg.controller->stat, "ef_rate");  // SGD's default (ControllerOptions::defaultStat)
-  EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.015);
+  EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.03);
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
   EXPECT_EQ(cfg.controller->gainScope, "family");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 2);
