@@ -2,7 +2,10 @@
 
 Each `decision` record of a run's decisions.jsonl holds every candidate's
 predicted step and screened vNMSE, the explored candidates' measured steps and
-vNMSEs, and the running plan's. This script recomputes, per decision, the knee
+vNMSEs, and the running plan's; the `provisional` record (step 2) holds the
+candidates alone, and its choice is the predicted front's knee (this script
+does not model the rule that keeps fp16 when the knee saves less than
+explore_margin). This script recomputes, per decision, the knee
 of the predicted front (what the decision would explore first) and the knee of
 the measured points (what it would choose among what it explored), with the
 relative knee of trainer/Pareto.h (time as (t - t_min)/t_min over the front,
@@ -66,7 +69,7 @@ def knee(points, w, tolerance=0.0):
 def sweep(log, d, scales, stat, w, tolerance):
     """The predicted front's knee of decision d at each k in scales."""
     ok = [r for r in d["candidates"] if r.get("ok")]
-    out = {"log": log, "step": d["step"], "trigger": d.get("trigger")}
+    out = {"log": log, "step": d["step"], "trigger": trigger(d)}
     fastest = {}
     for r in ok:  # each configuration's fastest collective
         key = r["plan"].split("@")[0]
@@ -83,6 +86,11 @@ def sweep(log, d, scales, stat, w, tolerance):
     return out
 
 
+def trigger(d):
+    """A decision's trigger; "provisional" for the step-2 record."""
+    return d.get("trigger") or d.get("event")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("logs", nargs="+", help="decisions.jsonl files")
@@ -95,7 +103,7 @@ def main():
     for log in a.logs:
         for line in open(log):
             d = json.loads(line)
-            if d.get("event") != "decision" or "candidates" not in d:
+            if d.get("event") not in ("decision", "provisional") or "candidates" not in d:
                 continue
             if len(a.scale) > 1:
                 print(json.dumps(sweep(log, d, a.scale, a.stat, a.time_weight, a.tolerance)))
@@ -108,7 +116,7 @@ def main():
             if isinstance(cur.get("measured_step"), float) and isinstance(cur.get("vnmse"), float):
                 measured.append((cur["measured_step"], c(cur), cur["plan"]))
             chosen = knee(measured, a.time_weight, a.tolerance)
-            print(json.dumps({"log": log, "step": d["step"], "trigger": d.get("trigger"),
+            print(json.dumps({"log": log, "step": d["step"], "trigger": trigger(d),
                               "predicted_knee": predicted[2] if predicted else None,
                               "measured_knee": chosen[2] if chosen else None, "logged": d.get("chosen")}))
 
