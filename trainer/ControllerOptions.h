@@ -86,7 +86,9 @@ struct ControllerOptions {
   int64_t screenReps = 8;
   // ef_rate's k, the bound's 8γL (statisticalCost). 0.03: the middle, in
   // log terms, of the window [0.025, 0.04) in which each of the 62 step-2 and
-  // step-10 decisions of the 32 `auto` runs logged on the AVX-512 host
+  // step-10 decisions (but one step-10 predicted knee, TopK 3.3% at 10
+  // Mbit/s, whose run kept TopKC b=2 within explore_margin) of the 32
+  // `auto` runs logged on the AVX-512 host
   // (11-26/27: 10, 20, 50 and 200 Mbit/s, two epochs, VGG-11, schedule_c1),
   // replayed by experiments/python/replay_knee.py with time_tolerance 0.05,
   // takes the plan its row's runs favour. 10 Mbit/s leaves TopK 1.1%
