@@ -189,9 +189,12 @@ class Controller {
   // Returns each candidate's (predicted step, statistical cost).
   // `byCodec` caches screenCodec() per compressor configuration: entries
   // already there are reused (the provisional step's, at the first decision),
-  // missing ones are screened and added.
+  // missing ones are screened and added. With `onlyCompressor` set, only that
+  // compressor's candidates are screened (a gain decision under gain_scope:
+  // family, where no other can be chosen); the others stay unscreened, their
+  // objectives infinite, logged with "screened": false.
   std::vector<Objectives> screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec,
-                                    std::map<std::string, Screened>& byCodec);
+                                    std::map<std::string, Screened>& byCodec, const std::string& onlyCompressor = "");
   // Collective, once, kStartBetaSteps steps after start(): β from those
   // steps' collectives, the fastest over them and over ranks (the first
   // steps carry start-up waits, and a slow outlier in two samples would be

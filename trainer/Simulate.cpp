@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -76,7 +77,20 @@ RunProfile loadRunProfile(const std::string& dir) {
     p.net = {last->at("alpha").get<double>(), last->at("beta").get<double>()};
     p.baseStep = last->at("base_step").get<double>();
     p.buckets = last->at("buckets").get<std::vector<int64_t>>();
-    for (const auto& c : last->at("candidates")) {
+    // Each candidate as the latest decision that screened it saw it: a gain
+    // decision under gain_scope: family screens the running compressor's
+    // candidates alone and logs the others "screened": false. In the order
+    // of the last decision's list.
+    std::map<std::string, const nlohmann::json*> latest;
+    for (const auto& r : records) {
+      if (r.value("event", "") != "decision" || !r.contains("candidates")) continue;
+      for (const auto& c : r["candidates"])
+        if (c.value("screened", true)) latest[c.at("plan").get<std::string>()] = &c;
+    }
+    for (const auto& entry : last->at("candidates")) {
+      const auto it = latest.find(entry.at("plan").get<std::string>());
+      if (it == latest.end()) continue;
+      const auto& c = *it->second;
       if (!c.at("ok").get<bool>() || !c.at("vnmse").is_number()) continue;  // failed screening, or NaN statistics
       p.candidates.push_back({planFromKey(c.at("plan").get<std::string>()), c.at("encode_decode").get<double>(),
                               c["vnmse"].get<double>(), c.at("bits").get<double>()});

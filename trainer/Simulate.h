@@ -51,7 +51,8 @@ struct RunProfile {
   std::vector<Followup> followups;
 };
 
-// Reads dir/decisions.jsonl (the last decision's screening), dir/config.yaml
+// Reads dir/decisions.jsonl (the last decision's network, base step and
+// buckets; each candidate from the latest decision that screened it), dir/config.yaml
 // and dir/tta.jsonl. UserError naming the file when a piece is missing, e.g.
 // the run was not `compress: auto` or never decided.
 RunProfile loadRunProfile(const std::string& dir);

@@ -606,8 +606,14 @@ TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
       EXPECT_NE(change, 0.0);
       EXPECT_EQ(r["direction"]["towards"], change < 0 ? "less compression" : "more compression");
       std::map<std::string, double> screened;
-      for (const auto& c : r["candidates"])
+      for (const auto& c : r["candidates"]) {
         if (c["ok"].get<bool>()) screened[c["plan"].get<std::string>()] = c["vnmse"].get<double>();
+        // Under "family" only TopK's grid is screened (no other plan can be
+        // chosen); under "all" every candidate is.
+        const bool topk = c["plan"].get<std::string>().rfind("topk{", 0) == 0;
+        EXPECT_EQ(c.value("screened", true), scope == "all" || topk) << c.dump();
+        if (scope == "family" && topk) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+      }
       EXPECT_DOUBLE_EQ(screened.at(r["current"]["plan"].get<std::string>()), own);
       for (const auto& e : r["explored"]) {
         ++explored;
@@ -790,12 +796,22 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
       << R"({"event":"decision","step":20,"world_size":2,"alpha":0.001,"beta":)" << beta
       << R"(,"base_step":0.05,"buckets":[1000000],"candidates":[)"
       << R"({"plan":"fp16@engine","ok":true,"bits":16,"encode_decode":0.002,"vnmse":1e-8,"gain":1},)"
-      << R"({"plan":"topk{ratio: 0.01}@allgather","ok":true,"bits":0.48,"encode_decode":0.005,"vnmse":0.5,"gain":0.5},)"
+      << R"({"plan":"topk{ratio: 0.01}@allgather","ok":true,"bits":0.48,"encode_decode":0.009,"vnmse":0.7,"gain":0.5},)"
       << R"({"plan":"cnat@ps","ok":false,"bits":8,"encode_decode":0,"vnmse":null,"gain":null}]})" << "\n"
-      << R"({"event":"followup","decision_step":20,"plan":"fp16@engine","measured_step":0.4})" << "\n";
+      << R"({"event":"followup","decision_step":20,"plan":"fp16@engine","measured_step":0.4})" << "\n"
+      // A later gain decision that screened TopK's grid alone (gain_scope:
+      // family): TopK from it (5 ms, vNMSE 0.5: the numbers below), fp16
+      // still from step 20.
+      << R"({"event":"decision","step":220,"world_size":2,"alpha":0.001,"beta":)" << beta
+      << R"(,"base_step":0.05,"buckets":[1000000],"candidates":[)"
+      << R"({"plan":"fp16@engine","ok":false,"screened":false},)"
+      << R"({"plan":"topk{ratio: 0.01}@allgather","ok":true,"bits":0.48,"encode_decode":0.005,"vnmse":0.5,"gain":0.5},)"
+      << R"({"plan":"cnat@ps","ok":false,"screened":false}]})" << "\n";
   }
   const auto p = trainer::loadRunProfile(dir.path());
   ASSERT_EQ(p.candidates.size(), 2u);  // the failed screening is not a candidate
+  EXPECT_EQ(p.candidates[0].plan.key(), "fp16@engine");  // from step 20, the latest that screened it
+  EXPECT_DOUBLE_EQ(p.candidates[0].encodeDecode, 0.002);
   EXPECT_EQ(p.worldSize, 2);
   // fp16 over a ring at N = 8: 50 + 2 ms + Table I's ring cost of 2 MB.
   const auto net = comm::NetworkParams{0.001, beta};
