@@ -354,14 +354,18 @@ void Controller::refreshGeometry() {
 
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {
   if (comm_.size() < 2) return 0;
+  // Every second from here is charged: until d93277e only decisions,
+  // soundings and β's settling were, not the bookkeeping nor the trigger
+  // check's broadcast (which also waits for rank 0).
+  const auto entry = Clock::now();
   observe(m);
-  const double settling = betaPending_ && observedSteps_ >= kStartBetaSteps ? settleBeta(step) : 0.0;
+  if (betaPending_ && observedSteps_ >= kStartBetaSteps) settleBeta(step);
   // Adam's v̂ moves slowly (β₂ = 0.999): the geometry of the last check
   // serves the steps until the next one. The first refresh follows the
   // optimizer's first step.
   if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
-  if (step == opts_.provisionalStep && provisionalAhead()) return provisional(step, m, loop, settling);
-  if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return settling;
+  if (step == opts_.provisionalStep && provisionalAhead()) return provisional(step, m, loop, since(entry));
+  if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return since(entry);
   int64_t reason = kNone, soundBytes = 0;
   if (comm_.rank() == 0) {
     // A network or step-time change must persist for kPersist steps before
@@ -395,11 +399,9 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   comm_.broadcast(t, 0).wait();
   reason = t[0].item<int64_t>();
   soundBytes = t[1].item<int64_t>();
-  double spent = settling + (soundBytes > 0 ? sound(step, soundBytes) : 0.0);
-  if (reason == kNone) return spent;
-  const auto t0 = Clock::now();
-  decide(step, reasonName(reason), loop);
-  return spent + since(t0);
+  if (soundBytes > 0) sound(step, soundBytes);
+  if (reason != kNone) decide(step, reasonName(reason), loop);
+  return since(entry);
 }
 
 int64_t Controller::soundingDue(int64_t step) {

@@ -131,7 +131,8 @@ class Controller {
   // until then are measurement, so the trainer neither evaluates nor
   // checkpoints them (a TTA row of an undone step would stay in the log).
   bool mayRewind() const { return !rewindState_.empty(); }
-  // Collective, after every training step. Returns the wall seconds it spent
+  // Collective, after every training step. Returns the wall seconds it spent,
+  // all of them: bookkeeping, trigger checks and soundings as well as
   // deciding and exploring (the caller adds them to the training time).
   double afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop);
 
