@@ -218,7 +218,7 @@ double Controller::statCost(const CompressionStats& s, const Plan& plan, double 
   return std::max(floor, statisticalCost(opts_, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq));
 }
 
-double Controller::settleBeta(int64_t step) {
+void Controller::settleBeta(int64_t step) {
   const auto t0 = Clock::now();
   betaPending_ = false;
   const auto betas = usableBetas(lastSamples_, net_.alpha);
@@ -243,7 +243,6 @@ double Controller::settleBeta(int64_t step) {
                                {"from", from},
                                {"seconds", seconds}}
                     .dump());
-  return seconds;
 }
 
 void Controller::observe(const StepMeasure& m) {
@@ -423,7 +422,7 @@ double Controller::timedAllReduce(int64_t bytes) {
   return since(t0);
 }
 
-double Controller::sound(int64_t step, int64_t bytes) {
+void Controller::sound(int64_t step, int64_t bytes) {
   const double seconds = timedAllReduce(bytes);
   if (comm_.rank() == 0) {
     const double beta = BandwidthSounding::betaOf(seconds, bytes, comm_.size(), net_.alpha);
@@ -442,7 +441,6 @@ double Controller::sound(int64_t step, int64_t bytes) {
                                  {"verdict", kVerdicts[int(verdict)]}}
                       .dump());
   }
-  return seconds;
 }
 
 void Controller::save(torch::serialize::OutputArchive& ar) const {

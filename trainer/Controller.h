@@ -200,9 +200,9 @@ class Controller {
   // steps' collectives, the fastest over them and over ranks (the first
   // steps carry start-up waits, and a slow outlier in two samples would be
   // half the median), or the full probe (α and β) where fewer than
-  // kStartBetaSteps were well above their latency term. Returns the seconds
-  // it took.
-  double settleBeta(int64_t step);
+  // kStartBetaSteps were well above their latency term. Logs the seconds it
+  // took (its callers charge their own wall time, this included).
+  void settleBeta(int64_t step);
   // Collective, at provisional_step: the knee of the predicted front (no
   // exploration) replaces `initial` until the first decision if, predicted
   // explore_margin slower, it still would (Pareto.h couldReplace). When it
@@ -252,8 +252,8 @@ class Controller {
   // are off).
   int64_t soundingDue(int64_t step);
   // Collective: one timed all-reduce of `bytes`; rank 0 adds its β to
-  // sounding_ and logs it. Returns the seconds it took.
-  double sound(int64_t step, int64_t bytes);
+  // sounding_ and logs it with the seconds it took.
+  void sound(int64_t step, int64_t bytes);
   // Collective: the seconds one all-reduce of `bytes` (float32 zeros) takes.
   double timedAllReduce(int64_t bytes);
   void writeDecision(const std::string& json);
