@@ -353,9 +353,9 @@ void Controller::refreshGeometry() {
 
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {
   if (comm_.size() < 2) return 0;
-  // Every second from here is charged: until d93277e only decisions,
-  // soundings and β's settling were, not the bookkeeping nor the trigger
-  // check's broadcast (which also waits for rank 0).
+  // Every second from here is charged: the bookkeeping and the trigger
+  // check's broadcast (which also waits for rank 0) as well as β's settling,
+  // soundings and decisions.
   const auto entry = Clock::now();
   observe(m);
   if (betaPending_ && observedSteps_ >= kStartBetaSteps) settleBeta(step);
