@@ -103,7 +103,13 @@ struct ControllerOptions {
   // one only if the lossless step is over 4.7% longer; at 0.7, 9.8%; at
   // 0.8, 25%; at 0.9, 113% (experiments/results/controller_ablation.md,
   // "ef_rate_scale 0.03"). The earlier 0.015 was fitted on fresh-gradient
-  // vNMSEs, before screening reached the steady state.
+  // vNMSEs, before screening reached the steady state. 0.06, which the
+  // replay of 99 logged decisions favoured at 50 Mbit/s, ran interleaved
+  // against 0.03 (11-27, d45b438): 1.06x against 0.97x the best static arm
+  // at 50 Mbit/s (seeds 5-8), 1.12x against 1.04x at 10 Mbit/s (seeds
+  // 13-16); it took THC in seeds where THC was the slower arm, and its gain
+  // decisions moved to less compressed, slower plans ("ef_rate_scale 0.06
+  // interleaved" in the same file).
   double efRateScale = kDefaultEfRateScale;
   // Where the statistical cost is measured (trainer/OptimizerGeometry.h):
   // "optimizer", the update's geometry (Adam/AdamW: each tensor weighted by
