@@ -108,8 +108,8 @@ struct ControllerOptions {
   // against 0.03 (11-27, d45b438): 1.06x against 0.97x the best static arm
   // at 50 Mbit/s (seeds 5-8), 1.12x against 1.04x at 10 Mbit/s (seeds
   // 13-16); it took THC in seeds where THC was the slower arm, and its gain
-  // decisions moved to less compressed, slower plans ("ef_rate_scale 0.06
-  // interleaved" in the same file).
+  // decisions moved to less compressed, slower plans (controller_ablation.md,
+  // "ef_rate_scale 0.06 interleaved").
   double efRateScale = kDefaultEfRateScale;
   // Where the statistical cost is measured (trainer/OptimizerGeometry.h):
   // "optimizer", the update's geometry (Adam/AdamW: each tensor weighted by

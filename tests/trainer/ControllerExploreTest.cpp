@@ -110,12 +110,13 @@ struct Explored {
   nlohmann::json decision;
 };
 
-// Five steps on fp16, then the first decision (step 5); `options` go into the
-// controller's YAML flow map. With `then`, the step times change to it after
+// Five steps on fp16, then the first decision (step 5), among the candidates
+// of `families`; `options` go into the controller's YAML flow map. With a
+// non-empty `then`, the step times change to it after
 // that decision and training goes on until a second decision (at most step
 // 100); the calls and restores counted are the last decision's.
 Explored decide(const std::string& dir, const std::string& options,
-                const std::map<std::string, double>& then = {}, const std::string& families = "[fp16, topk, topkc]") {
+                const std::map<std::string, double>& then, const std::string& families) {
   Explored out;
   std::mutex mu;
   gradzip::testing::runRanks(
