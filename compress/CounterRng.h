@@ -4,6 +4,8 @@
 // coordination, and every platform draws the same numbers. The stream is
 // splitmix64 (Steele, Lea, Flood, OOPSLA 2014): state_i = seed + (i+1)·γ,
 // output = its finaliser; it passes BigCrush, which is ample for dithering.
+// C_nat's encoder draws from compress/AesNoise.h instead: two AES rounds over
+// these same states, cheaper per bit where VAES or AES-NI is present.
 #pragma once
 
 #include <cstdint>

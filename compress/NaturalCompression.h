@@ -20,8 +20,8 @@
 // else from the options' deployment.
 #pragma once
 
+#include "compress/AesNoise.h"
 #include "compress/Compressor.h"
-#include "compress/CounterRng.h"
 #include "util/Yaml.h"
 
 #include <cstdint>
@@ -46,12 +46,10 @@ float naturalRoundNearest(float t);
 // 2^−23 of the exact one). Sets *clipped when the exponent exceeded 10.
 uint8_t naturalEncode(float t, uint64_t rnd, bool stochastic, bool* clipped = nullptr);
 float naturalDecode(uint8_t code);
-// The randomness of coordinate i in stream `seed`: 32 bits of word i/2 of the
-// counter stream (compress/CounterRng.h), the low half for even i, the high
-// half for odd i.
-inline uint64_t naturalNoise(uint64_t seed, uint64_t i) {
-  return (randomBits(seed, i / 2) >> (32 * (i & 1))) & 0xFFFFFFFFu;
-}
+// The randomness of coordinate i in stream `seed`: 32-bit word i mod 4 of
+// noise block i / 4 (compress/AesNoise.h: two AES rounds over splitmix64's
+// states).
+inline uint64_t naturalNoise(uint64_t seed, uint64_t i) { return aesnoise::word(seed, i); }
 // The code as an exact integer in units of 2^−50: ±2^(e+50), or 0.
 int64_t naturalFixed(uint8_t code);
 
@@ -78,8 +76,8 @@ class NaturalCompression : public Compressor {
  private:
   // C_nat codes of x; rejects non-finite x
   // in the same pass (UserError). Adds the 2^10 clips to *clipped when set.
-  // Noise of coordinate i: naturalNoise(seed, i) (one splitmix64 word serves two
-  // coordinates: C_nat needs 23 random bits each).
+  // Noise of coordinate i: naturalNoise(seed, i) (one 128-bit noise block
+  // serves four coordinates: C_nat needs 23 random bits each).
   at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t* clipped);
   // Decoded floats of contiguous codes, into *cache when it is free (simd::reusableBuffer).
   static at::Tensor decodeCodes(const at::Tensor& codes, at::Tensor* cache = nullptr);

@@ -1,15 +1,16 @@
 // The AVX2 encoder of natural compression C_nat (natural-compression paper,
 // Definition 1; compress/NaturalKernels.h): encodeLoop's branch-free
 // arithmetic on eight 32-bit lanes, 32 coordinates per step. The noise of
-// coordinates 2k and 2k+1 is the low and high half of splitmix64 word k
-// (naturalNoise), so the 8 x 32-bit view of four words (compress/Splitmix256.h)
-// is the noise of eight consecutive coordinates. Codes are narrowed with two
+// eight consecutive coordinates is two noise blocks (naturalNoise,
+// compress/AesNoise.h), AES-NI's rounds over the splitmix64 states of four
+// words (compress/Splitmix256.h). Codes are narrowed with two
 // saturating packs and one lane permutation. Bit-identical to the portable
 // loop (tested in SimdKernelsTest at every level the CPU has).
 #include "compress/NaturalCompression.h"
 #include "compress/NaturalKernelsDetail.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "compress/AesNoise.h"
 #include "compress/Splitmix256.h"
 
 #include <immintrin.h>
@@ -20,7 +21,7 @@
 namespace gradzip::compress::nat::detail {
 namespace {
 
-#define GZ_NAT_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define GZ_NAT_AVX2 __attribute__((target("avx2,fma,f16c,aes")))
 
 constexpr uint32_t kLowestBits = static_cast<uint32_t>(kNatMinExp + 127) << 23;  // bits of 2^-50
 
@@ -78,7 +79,7 @@ GZ_NAT_AVX2 int64_t encode256(const float* x, int64_t n, uint64_t seed, bool sto
     for (; i < blockEnd; i += 32) {
       __m256i c[4];
       for (int k = 0; k < 4; ++k) {
-        const __m256i rnd = splitmix256::finalise4(state);
+        const __m256i rnd = aesnoise::noise8(state);
         state = _mm256_add_epi64(state, step);
         c[k] = codes8(x + i + 8 * k, rnd, stochastic, &mx, &clipNeg);
       }

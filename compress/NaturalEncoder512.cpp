@@ -1,11 +1,11 @@
 // The AVX-512 encoders of natural compression C_nat (natural-compression paper,
 // Definition 1; compress/NaturalKernels.h): 64 coordinates per step, four
-// 16-lane vectors whose noise is the 16 x 32-bit view of 8 splitmix64 words
-// each (coordinates 2k and 2k+1 take word k's low and high halves, as
-// naturalNoise does). With VBMI, a step whose exponents all land in the common
-// range is coded from (bits + r) >> 23 alone with byte permutes and byte
-// arithmetic, and any other step (zeros, values below 2^-49, clips, non-finite
-// input) is recomputed exactly; without VBMI every step takes the exact path.
+// 16-lane vectors whose noise is four noise blocks each (naturalNoise: two
+// VAES rounds over the splitmix64 states of 8 words, compress/AesNoise.h).
+// With VBMI, a step whose exponents all land in the common range is coded
+// from (bits + r) >> 23 alone with byte permutes and byte arithmetic, and any
+// other step (zeros, values below 2^-49, clips, non-finite input) is
+// recomputed exactly; without VBMI every step takes the exact path.
 // Codes are narrowed with saturating packs and one lane permutation (vpmovdb,
 // one per 16 codes, was the bottleneck on Zen 4). Bit-identical to the
 // portable loop (tested in SimdKernelsTest).
@@ -15,6 +15,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "compress/AesNoise.h"
 #include "compress/Splitmix512.h"
 
 #include <cmath>
@@ -22,22 +23,24 @@
 namespace gradzip::compress::nat::detail {
 namespace {
 
-#define GZ_NAT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
-#define GZ_NAT_INLINE __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), always_inline)) inline
+#define GZ_NAT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,vaes")))
+#define GZ_NAT_INLINE __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,vaes"), always_inline)) inline
 
 constexpr int kMaxField = 127 + kNatMaxExp;         // exponent field of 2^10
 constexpr uint32_t kLowestBits = static_cast<uint32_t>(kNatMinExp + 127) << 23;  // bits of 2^-50
 
 // The noise of 64 consecutive coordinates per next(): four vectors of 16 x 23
-// bits, lane 2j of vector k from the low half of word 8k + j of the step's 32
-// words and lane 2j + 1 from its high half (naturalNoise). States
-// seed + (w + 1)·γ of words w (vector k holds words 8k..8k+7), +32γ per step.
+// bits, vector k from the splitmix64 states of words 8k..8k+7 of the step's 32
+// (seed + (w + 1)·γ of word w, +32γ per step), i.e. its noise blocks 4k..4k+3
+// (naturalNoise).
 template <bool kStochastic>
 struct Noise64 {
   __m512i st[4];
 
-  GZ_NAT_INLINE explicit Noise64(uint64_t seed) {
-    for (int k = 0; k < 4; ++k) st[k] = splitmix512::states8(seed, 8 * static_cast<uint64_t>(k));
+  // The noise of coordinates first, first + 1, .. (first a multiple of 64).
+  GZ_NAT_INLINE Noise64(uint64_t seed, int64_t first) {
+    for (int k = 0; k < 4; ++k)
+      st[k] = splitmix512::states8(seed, static_cast<uint64_t>(first) / 2 + 8 * static_cast<uint64_t>(k));
   }
 
   GZ_NAT_INLINE void next(__m512i r[4]) {
@@ -45,7 +48,7 @@ struct Noise64 {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       if constexpr (kStochastic) {
-        r[k] = _mm512_and_si512(splitmix512::finalise8(st[k]), _mm512_set1_epi32(0x7FFFFF));
+        r[k] = _mm512_and_si512(aesnoise::noise16(st[k]), _mm512_set1_epi32(0x7FFFFF));
         st[k] = _mm512_add_epi64(st[k], step32);
       } else {
         r[k] = _mm512_set1_epi32(0x400000);  // nearest power of two
@@ -125,7 +128,7 @@ GZ_NAT_AVX512 int64_t finish(__m512i maxAbs, __m512i clips, const float* x, int6
 template <bool kStochastic>
 GZ_NAT_AVX512 int64_t encodeExact512(const float* x, int64_t n, uint64_t seed, uint8_t* out, uint32_t* expMax) {
   const int64_t body = n / 64 * 64;
-  Noise64<kStochastic> noise(seed);
+  Noise64<kStochastic> noise(seed, 0);
   __m512i maxAbs = _mm512_setzero_si512(), clips = _mm512_setzero_si512();
   for (int64_t i = 0; i < body; i += 64) {
     __m512i r[4];
@@ -135,14 +138,14 @@ GZ_NAT_AVX512 int64_t encodeExact512(const float* x, int64_t n, uint64_t seed, u
   return finish<kStochastic>(maxAbs, clips, x, body, n, seed, out, expMax);
 }
 
-// exactStep with the noise of `at`'s next step (regenerated off the hot loop,
-// which then keeps its noise in registers instead of spilling it for the call).
+// exactStep of coordinates [i, i + 64) with their noise regenerated from the
+// seed (off the hot loop, which keeps its noise in registers).
 template <bool kStochastic>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), noinline)) void rareStep(
-    Noise64<kStochastic> at, const float* x, __m512i& maxAbs, __m512i& clips, uint8_t* out) {
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,vaes"), noinline)) void rareStep(
+    uint64_t seed, int64_t i, const float* x, __m512i& maxAbs, __m512i& clips, uint8_t* out) {
   __m512i r[4];
-  at.next(r);
-  exactStep<kStochastic>(x, r, maxAbs, clips, out);
+  Noise64<kStochastic>(seed, i).next(r);
+  exactStep<kStochastic>(x + i, r, maxAbs, clips, out + i);
 }
 
 // encodeLoop with AVX-512 and VBMI from coordinate 0 of the stream, 64
@@ -156,10 +159,9 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), noinline)) void rar
 // same noise, which also finds non-finite inputs (their f is 255, or 0 after
 // the carry wraps).
 template <bool kStochastic>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi"))) int64_t encodeVbmi(
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi,vaes"))) int64_t encodeVbmi(
     const float* x, int64_t n, uint64_t seed, uint8_t* out, uint32_t* expMax) {
   const int64_t body = n / 64 * 64;
-  Noise64<kStochastic> noise(seed);
   // packus_epi32(w0, w1) holds, in 128-bit lane L, w0's words 4L..4L+3 then
   // w1's. Byte j of fIdx (sIdx) is where coordinate j's low (high) byte lies in
   // packus(w0, w1) ‖ packus(w2, w3).
@@ -174,24 +176,26 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512vbmi"))) int64_t
   const __m512i span = _mm512_set1_epi8(kNatMaxExp - kNatMinExp - 1);  // 137 − 78
   const __m512i flagBias = _mm512_set1_epi8(127 + kNatMinExp - 0x40);  // f − 13 = 0x40 | (e + 50)
   __m512i maxAbs = _mm512_setzero_si512(), clips = _mm512_setzero_si512();
+  // The inner loop runs common steps and holds no call (a call would make it
+  // spill its noise states and constants every step: all vector registers are
+  // caller-saved); it leaves at a rare step, which the outer loop recomputes.
   for (int64_t i = 0; i < body; i += 64) {
-    __m512i r[4], w[4];
-    const Noise64<kStochastic> at = noise;  // the rare path regenerates this step's noise
-    noise.next(r);
+    for (Noise64<kStochastic> noise(seed, i); i < body; i += 64) {
+      __m512i r[4], w[4];
+      noise.next(r);
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k)  // Definition 1 on the bits; bits(t) + r keeps the sign (|t| + r < 2^31)
-      w[k] = _mm512_srli_epi32(_mm512_add_epi32(_mm512_loadu_si512(x + i + 16 * k), r[k]), 23);
-    // w <= 511: the saturating 32 -> 16 bit packs are exact.
-    const __m512i p01 = _mm512_packus_epi32(w[0], w[1]), p23 = _mm512_packus_epi32(w[2], w[3]);
-    const __m512i f = _mm512_permutex2var_epi8(p01, fI, p23);
-    const __m512i sign = _mm512_permutex2var_epi8(p01, sI, p23);  // 0 or 1 per byte
-    const __mmask64 rare = _mm512_cmpgt_epu8_mask(_mm512_sub_epi8(f, minField), span);
-    if (__builtin_expect(rare != 0, 0)) {
-      rareStep<kStochastic>(at, x + i, maxAbs, clips, out + i);
-      continue;
+      for (int k = 0; k < 4; ++k)  // Definition 1 on the bits; bits(t) + r keeps the sign (|t| + r < 2^31)
+        w[k] = _mm512_srli_epi32(_mm512_add_epi32(_mm512_loadu_si512(x + i + 16 * k), r[k]), 23);
+      // w <= 511: the saturating 32 -> 16 bit packs are exact.
+      const __m512i p01 = _mm512_packus_epi32(w[0], w[1]), p23 = _mm512_packus_epi32(w[2], w[3]);
+      const __m512i f = _mm512_permutex2var_epi8(p01, fI, p23);
+      const __m512i sign = _mm512_permutex2var_epi8(p01, sI, p23);  // 0 or 1 per byte
+      const __mmask64 rare = _mm512_cmpgt_epu8_mask(_mm512_sub_epi8(f, minField), span);
+      if (__builtin_expect(rare != 0, 0)) break;
+      // f − 13 < 0x80, so | sign·2^7 sets the sign bit (a 16-bit shift: no byte carries over).
+      _mm512_storeu_si512(out + i, _mm512_or_si512(_mm512_sub_epi8(f, flagBias), _mm512_slli_epi16(sign, 7)));
     }
-    // f − 13 < 0x80, so | sign·2^7 sets the sign bit (a 16-bit shift: no byte carries over).
-    _mm512_storeu_si512(out + i, _mm512_or_si512(_mm512_sub_epi8(f, flagBias), _mm512_slli_epi16(sign, 7)));
+    if (i < body) rareStep<kStochastic>(seed, i, x, maxAbs, clips, out);
   }
   return finish<kStochastic>(maxAbs, clips, x, body, n, seed, out, expMax);
 }

@@ -1,11 +1,13 @@
-// Implements compress/NaturalKernels.h: the portable loops (branch-free, so
-// GCC vectorises them for each target_clones target), the AVX-512 and AVX2
+// Implements compress/NaturalKernels.h: the portable loops (the decoder
+// branch-free, so GCC vectorises it for each target_clones target; the
+// encoder draws one noise block per 4 coordinates), the AVX-512 and AVX2
 // decoders and the run-time dispatch; the encoders are in
 // NaturalEncoder512.cpp and NaturalEncoder256.cpp.
 // The VBMI decoder reads the two non-zero bytes of each float from byte tables;
 // without VBMI a shift-and-mask decoder takes 16 codes per step.
 #include "compress/NaturalKernels.h"
 
+#include "compress/AesNoise.h"
 #include "compress/NaturalCompression.h"
 #include "compress/NaturalKernelsDetail.h"
 #include "compress/SimdKernels.h"
@@ -27,18 +29,21 @@ namespace gradzip::compress::nat {
 
 namespace detail {
 
-GZ_NAT_CLONES int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t seed, uint64_t first,
-                                 bool stochastic, uint8_t* __restrict out, uint32_t* expMax) {
+int64_t encodeLoop(const float* __restrict x, int64_t n, uint64_t seed, uint64_t first, bool stochastic,
+                   uint8_t* __restrict out, uint32_t* expMax) {
   constexpr uint32_t kLowestBits = static_cast<uint32_t>(kNatMinExp + 127) << 23;  // bits of 2^-50
   const float lowest = std::ldexp(1.0f, kNatMinExp);
   int64_t clipped = 0;
   uint32_t mx = 0;
+  aesnoise::Block noise{0, 0};  // the noise block of coordinate first + i, drawn once per 4 coordinates
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, x + i, 4);
     const uint32_t ef = u & 0x7F800000u;
     mx = ef > mx ? ef : mx;
-    const uint64_t rnd = naturalNoise(seed, first + static_cast<uint64_t>(i));
+    const uint64_t c = first + static_cast<uint64_t>(i);
+    if (i == 0 || c % 4 == 0) noise = aesnoise::block(seed, c / 4);
+    const uint64_t rnd = aesnoise::wordOf(noise, c);
     const uint32_t sign = (u >> 24) & 0x80u;
     const uint32_t a = u & 0x7FFFFFFFu;
     // Definition 1 on the bits: (|t| + r) & 0xFF800000, r uniform in [0, 2^23)
@@ -177,8 +182,10 @@ bool haveVbmi() {
 
 int64_t encode(const float* x, int64_t n, uint64_t seed, bool stochastic, uint8_t* out, uint32_t* expMax) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (simd::haveAvx512()) return detail::encode512(x, n, seed, stochastic, haveVbmi(), out, expMax);
-  if (simd::haveAvx2()) return detail::encode256(x, n, seed, stochastic, out, expMax);
+  // The vector encoders draw their noise with VAES (AVX-512) or AES-NI (AVX2).
+  if (simd::haveAvx512() && aesnoise::haveVaes512())
+    return detail::encode512(x, n, seed, stochastic, haveVbmi(), out, expMax);
+  if (simd::haveAvx2() && aesnoise::haveAesNi()) return detail::encode256(x, n, seed, stochastic, out, expMax);
 #endif
   return detail::encodeLoop(x, n, seed, 0, stochastic, out, expMax);
 }

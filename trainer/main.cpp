@@ -108,6 +108,17 @@ int main(int argc, char** argv) {
   benchComp->add_option("--out", bpArgs.out, "Append results (JSON lines) to this file");
   benchComp->add_option("--simd", bpArgs.simd, "Cap the kernels' SIMD tier: portable, avx2 or avx512 (default: the CPU's)");
 
+  auto* benchNoise = bench->add_subcommand("noise", "Write C_nat's noise stream to stdout (for PractRand: RNG_test stdin32)");
+  experiments::BenchNoiseArgs bnArgs;
+  benchNoise->add_option("--seed", bnArgs.seed, "Stream seed (the run seed with --blocks-per-seed)")->capture_default_str();
+  benchNoise->add_option("--blocks-per-seed", bnArgs.blocksPerSeed,
+                         "0: one stream; N: N blocks of each training step's stream, steps 0, 1, ..")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  benchNoise->add_option("--bytes", bnArgs.bytes, "Stop after this many bytes (0: when stdout closes)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+
   auto* benchProbe = bench->add_subcommand("probe", "Fit latency α and bandwidth β by ping-pong (run under launch)");
   experiments::BenchProbeArgs prArgs;
   benchProbe->add_option("--out", prArgs.out, "Append the result (JSON line) to this file");
@@ -173,6 +184,7 @@ int main(int argc, char** argv) {
     if (*simulate) return trainer::simulateCommand(simArgs);
     if (*benchColl) return experiments::benchCollectives(bcArgs);
     if (*benchComp) return experiments::benchCompressors(bpArgs);
+    if (*benchNoise) return experiments::benchNoise(bnArgs);
     if (*benchProbe) return experiments::benchProbe(prArgs);
     if (*benchTrain) return experiments::benchTrain(btArgs);
   } catch (const CommError& e) {

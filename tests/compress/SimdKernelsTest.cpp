@@ -56,6 +56,29 @@ TEST(SimdKernels, CastsEqualATenBitForBit) {
   });
 }
 
+// AVX-512 BF16's conversion treats subnormal inputs as zero; the kernel must
+// round them as at::Tensor::to() does, wherever they sit (a 32-float step of
+// the vector loop, or its tail), also when the division makes them.
+TEST(SimdKernels, Bf16CastOfSubnormalsEqualsATen) {
+  testing::forEachSimdLevel([&] {
+    const float sub = std::numeric_limits<float>::denorm_min();
+    for (int64_t n : {16, 32, 64, 100}) {
+      for (int64_t pos = 0; pos < n; pos += 7) {
+        at::Tensor x = wideInput(n, 300 + pos);
+        auto* p = x.data_ptr<float>();
+        p[pos] = (pos % 2 ? -1.0f : 1.0f) * sub * static_cast<float>(12345 + pos);  // subnormal, odd mantissas
+        if (pos + 1 < n) p[pos + 1] = 0.0f;
+        if (pos + 2 < n) p[pos + 2] = std::numeric_limits<float>::min() * 1.5f;  // normal; / 3 is subnormal
+        for (float div : {1.0f, 3.0f}) {
+          at::Tensor b = at::empty({n}, at::kBFloat16);
+          EXPECT_TRUE(simd::floatToBf16(p, div, b.data_ptr<c10::BFloat16>(), n));
+          EXPECT_TRUE(testing::bitEqual(b, x.div(div).to(at::kBFloat16))) << n << " " << pos << " " << div;
+        }
+      }
+    }
+  });
+}
+
 TEST(SimdKernels, NonFiniteIsFoundAtEveryPosition) {
   testing::forEachSimdLevel([&] {
     const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
