@@ -5,14 +5,15 @@
 // seed + (w + 1)·γ, the low and high 64 bits). Coordinate i takes 32-bit word
 // i mod 4 of block i / 4. Why not splitmix64's finaliser, as the other
 // compressors draw: C_nat needs 23 random bits a coordinate, and with AVX-512
-// the finaliser's two 64-bit multiplies were half of the encoder's time; two
+// the finaliser's two 64-bit multiplies (per 2 coordinates) took about half
+// of the in-cache codec's time (43% at 2^16); two
 // VAES rounds give 16 coordinates' noise in two instructions (the in-cache
-// encoder ran 1.4x faster). One round fails PractRand at 512 MiB (binary
+// codec ran 1.36-1.44x faster). One round fails PractRand at 512 MiB (binary
 // rank); two pass it (no anomaly to 64 GiB, and with a fresh seed every 64 or
-// 4096 blocks, as training reseeds per step and bucket): the note in
-// experiments/results/compressors_avx512.md. The keys are fixed digits of π;
+// 4096 blocks, as training reseeds per step and bucket): the notes in
+// experiments/results/compressors_avx512_aes.md. The keys are fixed digits of π;
 // the seed enters through the states. Every path draws the same bits:
-// aesenc() here (AES-NI when the CPU has it, else the table form), and the
+// block() here (AES-NI when the CPU has it, else aesencTable), and the
 // AVX-512 (VAES) and AVX2 (AES-NI) helpers below, tested against each other in
 // tests/compress/AesNoiseTest.cpp.
 #pragma once
