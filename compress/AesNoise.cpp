@@ -33,9 +33,8 @@ constexpr std::array<uint8_t, 256> kSbox = makeSbox();
 static_assert(kSbox[0x00] == 0x63 && kSbox[0x01] == 0x7C && kSbox[0x53] == 0xED, "FIPS-197 Figure 7");
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("aes,sse4.1"))) Block blockAesNi(uint64_t seed, uint64_t b) {
-  const __m128i p = _mm_set_epi64x(static_cast<long long>(seed + (2 * b + 2) * kSplitmixGamma),
-                                   static_cast<long long>(seed + (2 * b + 1) * kSplitmixGamma));
+__attribute__((target("aes,sse4.1"))) Block twoRoundsAesNi(Block state) {
+  const __m128i p = _mm_set_epi64x(static_cast<long long>(state.hi), static_cast<long long>(state.lo));
   const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kKey1Hi), static_cast<long long>(kKey1Lo));
   const __m128i k2 = _mm_set_epi64x(static_cast<long long>(kKey2Hi), static_cast<long long>(kKey2Lo));
   const __m128i r = _mm_aesenc_si128(_mm_aesenc_si128(p, k1), k2);
@@ -73,10 +72,10 @@ Block aesencTable(Block state, Block key) {
 }
 
 Block block(uint64_t seed, uint64_t b) {
+  const Block p{seed + (2 * b + 1) * kSplitmixGamma, seed + (2 * b + 2) * kSplitmixGamma};  // words 2b, 2b + 1
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (haveAesNi()) return blockAesNi(seed, b);
+  if (haveAesNi()) return twoRoundsAesNi(p);
 #endif
-  const Block p{seed + (2 * b + 1) * kSplitmixGamma, seed + (2 * b + 2) * kSplitmixGamma};
   return aesencTable(aesencTable(p, {kKey1Lo, kKey1Hi}), {kKey2Lo, kKey2Hi});
 }
 

@@ -5,6 +5,8 @@
 // scalar words lane for lane; and the low 23 bits C_nat uses are uniform
 // (a chi-square test on their top 8 bits).
 #include "compress/AesNoise.h"
+#include "compress/Splitmix256.h"
+#include "compress/Splitmix512.h"
 
 #include <gtest/gtest.h>
 
@@ -67,22 +69,14 @@ TEST(AesNoise, TableRoundEqualsAesNi) {
   }
 }
 
+// The vector helpers on the states the encoders hold (Splitmix512.h states8,
+// Splitmix256.h states) of words w...
 __attribute__((target("avx512f,vaes"))) void noise16At(uint64_t seed, uint64_t w, uint32_t out[16]) {
-  const __m512i st = _mm512_add_epi64(
-      _mm512_set1_epi64(static_cast<long long>(seed + (w + 1) * kSplitmixGamma)),
-      _mm512_set_epi64(static_cast<long long>(7 * kSplitmixGamma), static_cast<long long>(6 * kSplitmixGamma),
-                       static_cast<long long>(5 * kSplitmixGamma), static_cast<long long>(4 * kSplitmixGamma),
-                       static_cast<long long>(3 * kSplitmixGamma), static_cast<long long>(2 * kSplitmixGamma),
-                       static_cast<long long>(kSplitmixGamma), 0));
-  _mm512_storeu_si512(out, noise16(st));
+  _mm512_storeu_si512(out, noise16(splitmix512::states8(seed, w)));
 }
 
-__attribute__((target("avx2,aes"))) void noise8At(uint64_t seed, uint64_t w, uint32_t out[8]) {
-  const __m256i st = _mm256_setr_epi64x(static_cast<long long>(seed + (w + 1) * kSplitmixGamma),
-                                        static_cast<long long>(seed + (w + 2) * kSplitmixGamma),
-                                        static_cast<long long>(seed + (w + 3) * kSplitmixGamma),
-                                        static_cast<long long>(seed + (w + 4) * kSplitmixGamma));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), noise8(st));
+__attribute__((target("avx2,fma,f16c,aes"))) void noise8At(uint64_t seed, uint64_t w, uint32_t out[8]) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), noise8(splitmix256::states(seed, w)));
 }
 
 TEST(AesNoise, VectorHelpersGiveTheScalarWords) {
