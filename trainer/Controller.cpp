@@ -40,6 +40,19 @@ constexpr int64_t kPersist = int64_t(kRatioWindow / 2 + 1);  // steps a network 
 // A change that has raised the median step − compute by at least this share
 // of the step the last decision measured is acted on at once (afterStep).
 constexpr double kSevere = 0.30;
+// A sharp change: in each of the last kSharpSteps steps step − compute has
+// risen by kSevere of the step and the observed/predicted communication
+// ratio by a factor 1 + 2·network_drift over its reference (against the
+// medians of kRatioWindow, which move only after kRatioWindow/2 + 1 of
+// them). Acted on at once (afterStep): on schedule_c1 each fp16 step at 20
+// Mbit/s costs ~0.23 s more than TopKC b=2's, and the medians took 5-6 of
+// them to move. The ratio keeps a host's hiccup out: three unshaped fp16
+// steps 0.235 s long instead of 0.16, their collectives no slower, called
+// a decision without it (schedule_c1 seed 1).
+constexpr size_t kSharpSteps = 3;
+// Steps between refreshes of the measuring geometry (refreshGeometry): a
+// per-tensor pass over Adam's v̂, which moves slowly, so not every check.
+constexpr int64_t kGeometryEvery = 5;
 
 enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
 const char* reasonName(int64_t r) {
@@ -197,7 +210,7 @@ void Controller::resetMeasurements() {
   recentComm_ = recentStep_ = 0;
   ratios_.clear();
   calibration_.clear();
-  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = severe_ = false;
+  netArmed_ = gainArmed_ = netTriggered_ = gainTriggered_ = drifting_ = stepTriggered_ = severe_ = sharp_ = false;
   gainSeen_ = 0;
   changeSince_ = -1;
   // The time the model the plan was chosen under gives a sounding (none while
@@ -323,6 +336,10 @@ void Controller::observe(const StepMeasure& m) {
   stepTriggered_ = stepArmed_ && stepDrift_.update(stepNow) && dSync * dStep > 0 &&
                    std::abs(dSync) >= 0.5 * std::abs(dStep);
   severe_ = stepArmed_ && dSync >= kSevere * stepDrift_.reference();
+  sharp_ = stepArmed_ && syncs_.size() >= kSharpSteps && ratios_.size() >= kSharpSteps &&
+           *std::min_element(syncs_.end() - kSharpSteps, syncs_.end()) - syncRef_ >= kSevere * stepDrift_.reference() &&
+           *std::min_element(ratios_.end() - kSharpSteps, ratios_.end()) >=
+               netDrift_.reference() * (1 + 2 * opts_.networkDrift);
   spdlog::debug("controller: comm observed {:.3g} s, predicted {:.3g} s (ratio median {:.3g}, smoothed {:.3g}, "
                 "reference {:.3g}); gain {:.4g}{}{}",
                 observed, predicted, ratios_.empty() ? NAN : median(ratios_), netDrift_.smoothed(),
@@ -359,13 +376,13 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   const auto entry = Clock::now();
   observe(m);
   if (betaPending_ && observedSteps_ >= kStartBetaSteps) settleBeta(step);
-  // Adam's v̂ moves slowly (β₂ = 0.999): the geometry of the last check
-  // serves the steps until the next one. The first refresh follows the
-  // optimizer's first step.
-  if (!geometryRefreshed_ || step % opts_.checkEvery == 0) refreshGeometry();
+  // Adam's v̂ moves slowly (β₂ = 0.999): the geometry of the last refresh
+  // serves the kGeometryEvery steps until the next one. The first refresh
+  // follows the optimizer's first step.
+  if (!geometryRefreshed_ || step % kGeometryEvery == 0) refreshGeometry();
   if (step == opts_.provisionalStep && provisionalAhead()) return provisional(step, m, loop, since(entry));
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return since(entry);
-  int64_t reason = kNone, soundBytes = 0;
+  int64_t reason = kNone, soundBytes = 0, betaSteps = 0;
   if (comm_.rank() == 0) {
     // A network or step-time change must persist for kPersist steps before
     // it is acted on: the detectors see it once the median of their
@@ -379,25 +396,31 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
     // of the step: most of the window has seen it) is acted on at the first
     // check that sees it: on schedule_c1 fp16 ran 5 more steps at 20 Mbit/s
     // (~1.2 s) waiting for the next check.
-    const bool changed = netTriggered_ || stepTriggered_;
+    // A sharp rise (kSharpSteps steps in a row, each up by kSevere of the
+    // step) is acted on before the medians move.
+    const bool changed = netTriggered_ || stepTriggered_ || sharp_;
     if (!changed) changeSince_ = -1;
     else if (changeSince_ < 0) changeSince_ = step;
-    const bool settled = changed && (step - changeSince_ >= kPersist || severe_);
+    const bool settled = changed && (step - changeSince_ >= kPersist || severe_ || sharp_);
     const int64_t elapsed = step - lastDecision_;
     if (!decided_)
       reason = kInitial;
     else if (soundTriggered_ && elapsed >= opts_.networkInterval)
       reason = kSounding;  // confirmed by two soundings: no settling, no backoff
-    else if (settled && elapsed >= opts_.networkInterval * networkBackoff_)
+    else if (settled && elapsed >= opts_.networkInterval * networkBackoff_) {
       reason = netTriggered_ ? kNetwork : kStepTime;
+      // Before the medians have moved, β comes from the sharp steps alone.
+      if (sharp_ && !severe_ && step - changeSince_ < kPersist) betaSteps = int64_t(kSharpSteps);
+    }
     else if (gainTriggered_ && elapsed >= opts_.minInterval)
       reason = kGain;
     if (reason == kNone) soundBytes = soundingDue(step);
   }
-  auto t = torch::tensor({reason, soundBytes}, torch::kLong);
+  auto t = torch::tensor({reason, soundBytes, betaSteps}, torch::kLong);
   comm_.broadcast(t, 0).wait();
   reason = t[0].item<int64_t>();
   soundBytes = t[1].item<int64_t>();
+  betaSteps_ = t[2].item<int64_t>();
   if (soundBytes > 0) sound(step, soundBytes);
   if (reason != kNone) decide(step, reasonName(reason), loop);
   return since(entry);

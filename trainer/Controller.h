@@ -29,7 +29,9 @@
 //     current plan's own encode, communicate and decode seconds, but at least
 //     the forward+backward time) plus those: for the current plan the
 //     prediction is the measured step, and waits for slower ranks stay in the
-//     base.
+//     base. A network-type decision reuses the codec screenings of the last
+//     decision that screened every candidate afresh, if at most
+//     min_interval steps old (the link changes the communication alone).
 //  2. Exploration (all ranks): the `explore` predicted-front candidates nearest
 //     the knee, one per compressor configuration (its best-placed collective),
 //     each train `explore_steps` real steps from an in-memory
@@ -60,7 +62,8 @@
 // are charged to training time. Observed collective times are then compared
 // with the model's prediction every step, and a drift of their ratio beyond
 // network_drift (or of the step time against the one measured for the chosen
-// plan when it was chosen: trigger "step_time") refits α and β (comm/LinkFitter.h over the observations since
+// plan when it was chosen: trigger "step_time"; at once when each of the
+// last 3 steps shows both, with β from those steps' collectives) refits α and β (comm/LinkFitter.h over the observations since
 // the drift began when they identify both, else α from a short probe and β from
 // the running plan's collectives, or a full probe when those give none) and
 // re-decides.
@@ -223,7 +226,9 @@ class Controller {
   bool adoptObservedBeta(double margin);
   // Collective: observedBeta of the running plan's latest collectives, the
   // smallest over ranks (see adoptObservedBeta); +infinity where too few
-  // of them were well above their latency term.
+  // of them were well above their latency term. At a decision a sharp
+  // change called (betaSteps_ > 0): the collectives of those steps alone,
+  // most of them well above their latency term.
   double observedBetaOfRanks();
   // Collective: the smallest `value` over ranks.
   double minOverRanks(double value);
@@ -282,6 +287,10 @@ class Controller {
   bool stepArmed_ = false, stepTriggered_ = false;
   int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
   bool severe_ = false;  // rank 0: step − compute has risen by kSevere of the step since the last decision
+  bool sharp_ = false;   // rank 0: so has each of the last kSharpSteps steps' (Controller.cpp)
+  // Steps whose collectives alone give β at this decision (a sharp change,
+  // before the medians moved; observedBetaOfRanks); 0: the last kRatioWindow.
+  int64_t betaSteps_ = 0;
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;
@@ -293,6 +302,10 @@ class Controller {
   int64_t observedSteps_ = 0;   // steps observed since start()
   // The provisional step's screenings, reused by the first decision.
   std::map<std::string, Screened> provisionalScreens_;
+  // Rank 0: the last screening of every candidate afresh and its step, which
+  // network decisions within min_interval reuse (decide).
+  std::map<std::string, Screened> lastScreens_;
+  int64_t lastScreenStep_ = -1;
   bool provisionalDone_ = false;  // the provisional step has run (checkpointed)
   // begin()'s training state for the provisional rewind, its step and when it was taken.
   std::string rewindState_;

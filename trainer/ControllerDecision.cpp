@@ -48,7 +48,14 @@ double Controller::minOverRanks(double value) {
   return t.item<double>();
 }
 
-double Controller::observedBetaOfRanks() { return minOverRanks(observedBeta(lastSamples_, net_.alpha)); }
+double Controller::observedBetaOfRanks() {
+  if (betaSteps_ == 0) return minOverRanks(observedBeta(lastSamples_, net_.alpha));
+  // A sharp change (afterStep): only the collectives of its betaSteps_ steps
+  // see the new link; most of them must be well above their latency term.
+  const size_t n = std::min(lastSamples_.size(), size_t(betaSteps_) * large_.size());
+  const std::vector<comm::AlphaBetaSample> since(lastSamples_.end() - std::ptrdiff_t(n), lastSamples_.end());
+  return minOverRanks(observedBeta(since, net_.alpha, n / 2 + 1));
+}
 
 bool Controller::adoptObservedBeta(double margin) {
   const double observed = observedBetaOfRanks();
@@ -273,6 +280,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   const int n = comm_.size();
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
   if (betaPending_) settleBeta(step);
+  // A sharp change (afterStep) called this decision: only the running plan's
+  // last sharpSteps steps see the new link, for β (observedBetaOfRanks) and
+  // for its own step time, should it stay (latest).
+  const int64_t sharpSteps = betaSteps_;
+  const auto latest = [&](const std::vector<double>& v) {
+    return sharpSteps > 0 && v.size() > size_t(sharpSteps) ? median(std::vector<double>(v.end() - sharpSteps, v.end()))
+                                                           : median(v);
+  };
   const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
   rec["geometry"] = weighted ? "optimizer" : "gradient";  // rank 0's, the one that screens and decides
   // 1. α, β when the network moved: the robust fit of the collectives observed
@@ -327,7 +342,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   } else if (networkTrigger) {
     const auto before = net_;
     std::optional<comm::NetworkParams> fit;
-    if (comm_.rank() == 0) fit = fitter_.fit();
+    // After a sharp change the fitter still holds collectives of the old link.
+    if (comm_.rank() == 0 && betaSteps_ == 0) fit = fitter_.fit();
     if (broadcastInt(fit && fit->beta > 0 ? 1 : 0)) {
       if (comm_.rank() == 0) net_ = *fit;
       rec["refit"] = "least squares over the observed collectives";
@@ -374,6 +390,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     }
   }
   fitter_.clear();
+  if (betaSteps_ > 0) rec["beta_steps"] = betaSteps_;
+  betaSteps_ = 0;
+  rec["refit_seconds"] = since(started);  // β's settling included
   rec["alpha"] = net_.alpha;
   rec["beta"] = net_.beta;
   rec["bandwidth_mbit"] = comm::bandwidthBitsPerSec(net_) / 1e6;
@@ -396,6 +415,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   Objectives kneePredicted{INFINITY, INFINITY};
   bool stale = false;      // rank 0: the running plan's recent steps straddle a network change
   if (comm_.rank() == 0) {
+    const auto screenStart = Clock::now();
     // The first decision reuses the provisional step's screenings (~1 s of
     // codec runs on ResNet-20: encode/decode times and wire bits do not
     // change in 8 steps, and error-feedback codecs were replayed to their
@@ -409,9 +429,26 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // Mbit/s).
     const bool familyOnly = reason == "gain" && opts_.gainScope == "family";
     if (familyOnly) rec["screening"] = fmt::format("the running compressor's candidates ({}) only", active_.compressor);
-    const auto pts = screenAll(baseStep(recent_), screened, rec, reuse ? provisionalScreens_ : fresh,
+    // A network decision reuses the codec screenings of the last decision
+    // that screened every candidate afresh, when they are at most
+    // min_interval steps old (the horizon over which a running plan's
+    // statistics stand without a gain decision): encode/decode seconds, wire
+    // bits and statistics do not depend on the link, and the α-β
+    // communication is recomputed at the new α and β. ~0.5 s of codec runs
+    // on ResNet-20 (schedule_c1's step-245 decision: 0.86 s, its refit
+    // included).
+    const bool reuseLast = !reuse && !familyOnly && networkTrigger && lastScreenStep_ >= 0 &&
+                           step - lastScreenStep_ <= opts_.minInterval;
+    if (reuseLast) rec["screening"] = fmt::format("reused from the decision at step {}", lastScreenStep_);
+    const auto pts = screenAll(baseStep(recent_), screened, rec,
+                               reuse ? provisionalScreens_ : reuseLast ? lastScreens_ : fresh,
                                familyOnly ? active_.compressor : std::string());
+    if (!reuse && !reuseLast && !familyOnly) {
+      lastScreens_ = std::move(fresh);
+      lastScreenStep_ = step;
+    }
     provisionalScreens_.clear();
+    rec["screen_seconds"] = since(screenStart);
     for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
     // The running plan among the candidates (candidates_.size() if not: pinned to another plan).
     const size_t self = indexOf(active_);
@@ -447,7 +484,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
     if (!remeasure && !steps_.empty())
-      current = {median(steps_), statCost(recentStats_, active_, activeFloor)};
+      current = {latest(steps_), statCost(recentStats_, active_, activeFloor)};
     // At a network decision the bar is the knee of the predicted front at the
     // new α and β instead, the cost model standing in for the running plan's
     // steps that straddle the change, with the model's error on the
@@ -547,7 +584,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // steps) and, at a network decision, the predicted knee's point.
   int64_t chosen = -2;  // -2: keep the current plan
   double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
-  const double currentStep = steps_.empty() ? INFINITY : median(steps_);
+  const double currentStep = steps_.empty() ? INFINITY : latest(steps_);
   if (comm_.rank() == 0) {
     auto cj = statsJson(recentStats_);
     rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
@@ -588,7 +625,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         syncRef = measured[k].sync;
       } else if (k == own) {
         followup_.predicted = currentStep;
-        syncRef = median(syncs_);
+        syncRef = latest(syncs_);
       } else if (k == knee) {
         // The predicted knee: its prediction is its reference.
         chosen = predictedKnee;

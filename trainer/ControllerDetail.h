@@ -38,11 +38,11 @@ std::vector<double> usableBetas(const Samples& samples, double alpha) {
   return betas;
 }
 
-// Their median; +infinity with fewer than half a window.
+// Their median; +infinity with fewer than `atLeast` (half a window).
 template <typename Samples>
-double observedBeta(const Samples& samples, double alpha) {
+double observedBeta(const Samples& samples, double alpha, size_t atLeast = kRatioWindow / 2 + 1) {
   const auto betas = usableBetas(samples, alpha);
-  return betas.size() < kRatioWindow / 2 + 1 ? INFINITY : median(betas);
+  return betas.empty() || betas.size() < atLeast ? INFINITY : median(betas);
 }
 
 // Steps after Controller::start whose collectives give β (settleBeta): the

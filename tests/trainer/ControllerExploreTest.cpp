@@ -111,12 +111,16 @@ struct Explored {
 };
 
 // Five steps on fp16, then the first decision (step 5), among the candidates
-// of `families`; `options` go into the controller's YAML flow map. With a
-// non-empty `then`, the step times change to it after
-// that decision and training goes on until a second decision (at most step
-// 100); the calls and restores counted are the last decision's.
+// of `families`; `options` go into the controller's YAML flow map (the
+// callers set check_every). With a
+// non-empty `then`, the step times change to it `thenAfter` steps after
+// that decision (and every send is held back by `thenDelay`: the collectives
+// over point-to-point slow down too) and training goes on until a second
+// decision (at most step 100); the calls and restores counted are the last
+// decision's.
 Explored decide(const std::string& dir, const std::string& options,
-                const std::map<std::string, double>& then, const std::string& families) {
+                const std::map<std::string, double>& then, const std::string& families, int64_t thenAfter = 0,
+                std::chrono::microseconds thenDelay = {}, const std::string& collectives = "[engine, allgather]") {
   Explored out;
   std::mutex mu;
   gradzip::testing::runRanks(
@@ -134,8 +138,8 @@ Explored decide(const std::string& dir, const std::string& options,
           model = models::makeModel(mo);
         }
         auto r = YamlReader::loadString(
-            "{families: " + families + ", collectives: [engine, allgather], ratios: [0.01], topkc_bits: [2],"
-            " time_weight: 0.85, warmup_steps: 5, provisional_step: 0, check_every: 5, explore: 2,"
+            "{families: " + families + ", collectives: " + collectives + ", ratios: [0.01], topkc_bits: [2],"
+            " time_weight: 0.85, warmup_steps: 5, provisional_step: 0, explore: 2,"
             " explore_steps: 6, probe: {budget_seconds: 0.3}, " +
                 options + "}",
             "race.yaml");
@@ -146,10 +150,15 @@ Explored decide(const std::string& dir, const std::string& options,
         for (int64_t s = 1; s <= 5; ++s) controller.afterStep(s, loop.step(), loop);
         ASSERT_EQ(controller.decisions(), 1);
         if (!then.empty()) {
-          loop.seconds_ = then;
           loop.explored_.clear();
           loop.restores_ = 0;
-          for (int64_t s = 6; s <= 100 && controller.decisions() == 1; ++s) controller.afterStep(s, loop.step(), loop);
+          for (int64_t s = 6; s <= 100 && controller.decisions() == 1; ++s) {
+            if (s == 6 + thenAfter) {
+              loop.seconds_ = then;
+              c.setSendDelay(thenDelay);
+            }
+            controller.afterStep(s, loop.step(), loop);
+          }
           ASSERT_EQ(controller.decisions(), 2);
         }
         if (c.rank() == 0) {
@@ -172,6 +181,10 @@ Explored decide(const std::string& dir, const std::string& options,
 // place among the two explored.
 const std::string kSparseOnly = "[topk, topkc]";
 
+// Every plan over gradzip's ring (point-to-point: Communicator::setSendDelay
+// slows it), the initial one included.
+const std::string kRingOnly = "initial: {name: fp16, collective: ring}, ";
+
 }  // namespace
 
 TEST(ControllerExplore, AHopelessCandidateStopsAfterExploreMinSteps) {
@@ -179,7 +192,7 @@ TEST(ControllerExplore, AHopelessCandidateStopsAfterExploreMinSteps) {
   // steps (3 calls, the first untimed) even its fastest step cannot replace
   // fp16, so it stops; TopKC (0.2 s) could, runs all 6 and is chosen.
   gradzip::testing::TempDir dir;
-  const auto e = decide(dir.path(), "explore_min_steps: 2", {}, kSparseOnly);
+  const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 2", {}, kSparseOnly);
   const auto& d = e.decision;
   ASSERT_EQ(d["explored"].size(), 2u) << d.dump();
   EXPECT_EQ(e.calls.at("topk"), 3) << d.dump();
@@ -197,7 +210,7 @@ TEST(ControllerExplore, AHopelessCandidateStopsAfterExploreMinSteps) {
 
 TEST(ControllerExplore, WithoutTheRaceEveryCandidateRunsExploreSteps) {
   gradzip::testing::TempDir dir;
-  const auto e = decide(dir.path(), "explore_min_steps: 0", {}, kSparseOnly);
+  const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 0", {}, kSparseOnly);
   EXPECT_EQ(e.calls.at("topk"), 6) << e.decision.dump();
   EXPECT_EQ(e.calls.at("topkc"), 6) << e.decision.dump();
   for (const auto& x : e.decision["explored"]) EXPECT_FALSE(x["stopped_early"].get<bool>()) << x.dump();
@@ -227,7 +240,7 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
                          World{"[fp16, bf16]", {{"fp16", 5.0}, {"bf16", 5.0}}}}) {
     SCOPED_TRACE(w.families);
     gradzip::testing::TempDir dir;
-    const auto e = decide(dir.path(), "explore_min_steps: 2, network_interval: 10", w.then, w.families);
+    const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 2, network_interval: 10", w.then, w.families);
     const auto& d = e.decision;
     // A sounding trigger is network-type too: the first sounding after the
     // first decision can find loopback much faster than the probe's model.
@@ -302,4 +315,70 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
     for (const auto& x : d["explored"]) known = known || d["chosen"] == x["plan"];
     EXPECT_TRUE(known) << d.dump();
   }
+}
+
+TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
+  // fp16 and bf16 over gradzip's ring at 0.5 s a step (0.4 s of it
+  // synchronisation) until step 17, then 5 s: step − compute rises by 4.5 s,
+  // far over kSevere (30%) of the 0.5 s the step-5 decision measured, and
+  // every send is held back 20 ms, so the collectives (well under 1 ms on
+  // loopback) are over 1.6x (1 + 2·network_drift) their reference in each
+  // step. Checked every step, the third
+  // slow step (20) calls a step-time decision at once, before the medians of
+  // the last 9 steps have moved (without this rule it came at step 25), with β
+  // from those 3 steps' collectives alone ("beta_steps": 3). The decision
+  // at step 5 screened every candidate afresh; the network-type decision at
+  // step 20 reuses those screenings (encode/decode seconds, bits and
+  // statistics equal, bit for bit): they are within min_interval (200).
+  // The running plan's measured step there is that of the 3 slow steps.
+  gradzip::testing::TempDir dir;
+  decide(dir.path(), kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2",
+         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, std::chrono::milliseconds(20), "[ring]");
+  const auto d = decisions(dir.path());
+  ASSERT_EQ(d.size(), 2u);
+  const auto& first = d[0];
+  const auto& second = d[1];
+  EXPECT_EQ(first["step"], 5) << first.dump();
+  EXPECT_FALSE(first.contains("screening")) << first.dump();
+  EXPECT_EQ(second["step"], 20) << second.dump();
+  EXPECT_EQ(second["trigger"], "step_time") << second.dump();
+  EXPECT_EQ(second["beta_steps"], 3) << second.dump();
+  EXPECT_EQ(second["screening"], "reused from the decision at step 5") << second.dump();
+  // The running plan's own step, should it stay: its 3 slow steps, not the
+  // median of 9 that straddle the change (0.5 s).
+  EXPECT_DOUBLE_EQ(second["current"]["measured_step"].get<double>(), 5.0) << second.dump();
+  ASSERT_EQ(first["candidates"].size(), second["candidates"].size());
+  for (size_t i = 0; i < first["candidates"].size(); ++i) {
+    const auto& a = first["candidates"][i];
+    const auto& b = second["candidates"][i];
+    EXPECT_EQ(a["plan"], b["plan"]);
+    EXPECT_EQ(a["encode_decode"], b["encode_decode"]) << a.dump() << " " << b.dump();
+    EXPECT_EQ(a["bits"], b["bits"]) << a.dump() << " " << b.dump();
+    EXPECT_EQ(a["vnmse"], b["vnmse"]) << a.dump() << " " << b.dump();
+  }
+}
+
+TEST(ControllerExplore, ScreeningsOlderThanMinIntervalAreNotReused) {
+  // The same slowdown with min_interval 10: the screenings of step 5 are 15
+  // steps old at the step-20 decision, so it screens every candidate afresh.
+  gradzip::testing::TempDir dir;
+  decide(dir.path(), kRingOnly + "check_every: 1, network_interval: 1, min_interval: 10, explore_min_steps: 2",
+         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, std::chrono::milliseconds(20), "[ring]");
+  const auto d = decisions(dir.path());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
+  EXPECT_FALSE(d[1].contains("screening")) << d[1].dump();
+}
+
+TEST(ControllerExplore, ASlowerStepWhoseCollectivesAreNotSlowerIsNotSharp) {
+  // The step times of the tests above without the send delay: the host, not
+  // the link, slowed down, and nothing is decided before the medians of 9
+  // steps have moved (step 22 at the earliest).
+  gradzip::testing::TempDir dir;
+  decide(dir.path(), kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2",
+         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, {}, "[ring]");
+  const auto d = decisions(dir.path());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_GE(d[1]["step"], 22) << d[1].dump();
+  EXPECT_FALSE(d[1].contains("beta_steps")) << d[1].dump();
 }

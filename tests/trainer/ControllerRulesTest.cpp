@@ -207,7 +207,8 @@ TEST(StatisticalCost, ErrorFeedbackRateMovesTheKneeFromThcToTopK) {
 // β from observed collectives: 1 MB at 20 Mbit/s (β = 4e-7 s/B) plus 2α with
 // α = 1 ms is 0.402 s, so (t − 2α)/m gives β back; α-bound observations (a
 // 100-byte all-gather at 2.1 ms < 2·2α) are left out, and with fewer than 5
-// usable observations there is no estimate. The median ignores one burst.
+// usable observations (or the count asked for) there is no estimate. The
+// median ignores one burst.
 TEST(ObservedBeta, MedianOfTheBandwidthBoundObservations) {
   using gradzip::comm::AlphaBetaSample;
   using gradzip::trainer::detail::observedBeta;
@@ -216,6 +217,9 @@ TEST(ObservedBeta, MedianOfTheBandwidthBoundObservations) {
   for (int i = 0; i < 4; ++i) s.push_back({2, 1e6, 2 * alpha + 1e6 * beta});
   s.push_back({2, 100, 2.1e-3});  // α-bound: not used
   EXPECT_EQ(observedBeta(s, alpha), INFINITY);  // 4 usable < 5
+  // A sharp change's refit asks for exactly as many as its steps gave.
+  EXPECT_NEAR(observedBeta(s, alpha, 4), beta, 1e-15);
+  EXPECT_EQ(observedBeta(std::vector<AlphaBetaSample>{}, alpha, 0), INFINITY);  // none: no estimate
   s.push_back({2, 1e6, 2 * alpha + 1e6 * beta * 10});  // one burst of waiting
   s.push_back({2, 1e6, 2 * alpha + 1e6 * beta});
   EXPECT_NEAR(observedBeta(s, alpha), beta, 1e-15);
