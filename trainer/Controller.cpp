@@ -397,7 +397,8 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
     // check that sees it: on schedule_c1 fp16 ran 5 more steps at 20 Mbit/s
     // (~1.2 s) waiting for the next check.
     // A sharp rise (kSharpSteps steps in a row, each up by kSevere of the
-    // step) is acted on before the medians move.
+    // step, their collectives 1 + 2·network_drift slower than the model's
+    // reference) is acted on before the medians move.
     const bool changed = netTriggered_ || stepTriggered_ || sharp_;
     if (!changed) changeSince_ = -1;
     else if (changeSince_ < 0) changeSince_ = step;

@@ -287,7 +287,7 @@ class Controller {
   bool stepArmed_ = false, stepTriggered_ = false;
   int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
   bool severe_ = false;  // rank 0: step − compute has risen by kSevere of the step since the last decision
-  bool sharp_ = false;   // rank 0: so has each of the last kSharpSteps steps' (Controller.cpp)
+  bool sharp_ = false;   // rank 0: so has each of the last kSharpSteps steps', its collectives slower too (Controller.cpp)
   // Steps whose collectives alone give β at this decision (a sharp change,
   // before the medians moved; observedBetaOfRanks); 0: the last kRatioWindow.
   int64_t betaSteps_ = 0;
