@@ -45,10 +45,11 @@ constexpr double kSevere = 0.30;
 // ratio by a factor 1 + 2·network_drift over its reference (against the
 // medians of kRatioWindow, which move only after kRatioWindow/2 + 1 of
 // them). Acted on at once (afterStep): on schedule_c1 each fp16 step at 20
-// Mbit/s costs ~0.23 s more than TopKC b=2's, and the medians took 5-6 of
-// them to move. The ratio keeps a host's hiccup out: three unshaped fp16
-// steps 0.235 s long instead of 0.16, their collectives no slower, called
-// a decision without it (schedule_c1 seed 1).
+// Mbit/s costs ~0.23 s more than TopKC b=2's, and fp16 ran 6-8 of them
+// (from the change at step ~117-119) until the median-based decision at
+// 125. The ratio keeps a host's hiccup out: three unshaped fp16 steps
+// 0.235 s long instead of 0.16, their collectives no slower, called a
+// decision without it (schedule_c1 seed 1).
 constexpr size_t kSharpSteps = 3;
 // Steps between refreshes of the measuring geometry (refreshGeometry): a
 // per-tensor pass over Adam's v̂, which moves slowly, so not every check.

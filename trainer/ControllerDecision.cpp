@@ -281,11 +281,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   nlohmann::json rec{{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", n}};
   if (betaPending_) settleBeta(step);
   // A sharp change (afterStep) called this decision: only the running plan's
-  // last sharpSteps steps see the new link, for β (observedBetaOfRanks) and
-  // for its own step time, should it stay (latest).
-  const int64_t sharpSteps = betaSteps_;
+  // last betaSteps_ steps see the new link, for β (observedBetaOfRanks) and
+  // for its own step time, should it stay (latest). Reset at the end.
   const auto latest = [&](const std::vector<double>& v) {
-    return sharpSteps > 0 && v.size() > size_t(sharpSteps) ? median(std::vector<double>(v.end() - sharpSteps, v.end()))
+    return betaSteps_ > 0 && v.size() > size_t(betaSteps_) ? median(std::vector<double>(v.end() - betaSteps_, v.end()))
                                                            : median(v);
   };
   const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
@@ -391,7 +390,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   }
   fitter_.clear();
   if (betaSteps_ > 0) rec["beta_steps"] = betaSteps_;
-  betaSteps_ = 0;
   rec["refit_seconds"] = since(started);  // β's settling included
   rec["alpha"] = net_.alpha;
   rec["beta"] = net_.beta;
@@ -434,9 +432,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // min_interval steps old (the horizon over which a running plan's
     // statistics stand without a gain decision): encode/decode seconds, wire
     // bits and statistics do not depend on the link, and the α-β
-    // communication is recomputed at the new α and β. ~0.5 s of codec runs
-    // on ResNet-20 (schedule_c1's step-245 decision: 0.86 s, its refit
-    // included).
+    // communication is recomputed at the new α and β. 0.45-0.67 s of codec
+    // runs on ResNet-20 (schedule_c1's step-120 screenings; the step-245
+    // decision took 0.86 s with its refit).
     const bool reuseLast = !reuse && !familyOnly && networkTrigger && lastScreenStep_ >= 0 &&
                            step - lastScreenStep_ <= opts_.minInterval;
     if (reuseLast) rec["screening"] = fmt::format("reused from the decision at step {}", lastScreenStep_);
@@ -667,6 +665,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   decided_ = true;
   lastDecision_ = step;
   ++decisions_;
+  betaSteps_ = 0;
   rec["seconds"] = since(started);  // all of it: refit, screening, exploration (charged to training time)
   writeDecision(rec.dump());
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,

@@ -317,6 +317,23 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
   }
 }
 
+namespace {
+
+// The sharp-slowdown world of the tests below: fp16 and bf16 over gradzip's
+// ring at 0.5 s a step until step 17, then 5 s, with every send held back by
+// `delay`; `options` go after check_every 1 and network_interval 1. The
+// decisions of the run; it must take exactly two.
+std::vector<nlohmann::json> sharpSlowdown(const std::string& dir, const std::string& options,
+                                          std::chrono::microseconds delay) {
+  decide(dir, kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2" + options,
+         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, delay, "[ring]");
+  auto d = decisions(dir);
+  EXPECT_EQ(d.size(), 2u);
+  return d;
+}
+
+}  // namespace
+
 TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // fp16 and bf16 over gradzip's ring at 0.5 s a step (0.4 s of it
   // synchronisation) until step 17, then 5 s: step − compute rises by 4.5 s,
@@ -332,9 +349,7 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // statistics equal, bit for bit): they are within min_interval (200).
   // The running plan's measured step there is that of the 3 slow steps.
   gradzip::testing::TempDir dir;
-  decide(dir.path(), kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2",
-         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, std::chrono::milliseconds(20), "[ring]");
-  const auto d = decisions(dir.path());
+  const auto d = sharpSlowdown(dir.path(), "", std::chrono::milliseconds(20));
   ASSERT_EQ(d.size(), 2u);
   const auto& first = d[0];
   const auto& second = d[1];
@@ -362,9 +377,7 @@ TEST(ControllerExplore, ScreeningsOlderThanMinIntervalAreNotReused) {
   // The same slowdown with min_interval 10: the screenings of step 5 are 15
   // steps old at the step-20 decision, so it screens every candidate afresh.
   gradzip::testing::TempDir dir;
-  decide(dir.path(), kRingOnly + "check_every: 1, network_interval: 1, min_interval: 10, explore_min_steps: 2",
-         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, std::chrono::milliseconds(20), "[ring]");
-  const auto d = decisions(dir.path());
+  const auto d = sharpSlowdown(dir.path(), ", min_interval: 10", std::chrono::milliseconds(20));
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
   EXPECT_FALSE(d[1].contains("screening")) << d[1].dump();
@@ -375,9 +388,7 @@ TEST(ControllerExplore, ASlowerStepWhoseCollectivesAreNotSlowerIsNotSharp) {
   // the link, slowed down, and nothing is decided before the medians of 9
   // steps have moved (step 22 at the earliest).
   gradzip::testing::TempDir dir;
-  decide(dir.path(), kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2",
-         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, {}, "[ring]");
-  const auto d = decisions(dir.path());
+  const auto d = sharpSlowdown(dir.path(), "", {});
   ASSERT_EQ(d.size(), 2u);
   EXPECT_GE(d[1]["step"], 22) << d[1].dump();
   EXPECT_FALSE(d[1].contains("beta_steps")) << d[1].dump();
