@@ -205,8 +205,20 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
   resetMeasurements();
 }
 
+void Controller::addTimings(OverlapTimings& into) const {
+  std::vector<double> handover, busy, work;
+  for (int k = 0; k < sync_.numBuckets(); ++k) {
+    const auto& bd = sync_.lastBreakdown(k);
+    handover.push_back(bd.handover);
+    busy.push_back(bd.busy);
+    work.push_back(bd.encode + bd.communicate + bd.decode);
+  }
+  into.add(handover, busy, work, sync_.lastBackwardEnd());
+}
+
 void Controller::resetMeasurements() {
   recent_.clear();
+  recentTimings_.clear();
   recentStats_ = {};
   recentComm_ = recentStep_ = 0;
   ratios_.clear();
@@ -277,6 +289,7 @@ void Controller::observe(const StepMeasure& m) {
   }
   if (recent_.size() < kRecentCap) {
     recent_.push_back(m);
+    addTimings(recentTimings_);
     recentComm_ += observed;
     recentStep_ += m.step;
   }

@@ -79,6 +79,7 @@
 #include "trainer/Candidates.h"
 #include "trainer/DriftDetector.h"
 #include "trainer/GradSync.h"
+#include "trainer/OverlapModel.h"
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/serialize/archive.h>
@@ -158,8 +159,10 @@ class Controller {
  private:
   struct Screened {
     double encodeDecode = 0, comm = 0, predicted = 0;
+    double exposed = 0;  // the sync seconds predicted to show in the step (trainer/OverlapModel.h)
     double bits = 0;  // wire bits per coordinate over the large buckets
-    std::vector<double> bucketBits;  // per large bucket
+    std::vector<double> bucketBits;          // per large bucket
+    std::vector<double> bucketEncodeDecode;  // per large bucket
     // Without error feedback: the codec on the last gradient. With it: the
     // last of screen_reps replays of that gradient, the residual included
     // (screenCodec), an estimate of the steady state the plan runs in.
@@ -188,8 +191,10 @@ class Controller {
   // gradient), on up to kSteadyStateCoordinates of the buckets.
   Screened screenCodec(const Plan& plan);
   // Rank 0: screenCodec() of every compressor configuration (its collectives
-  // share encode/decode), with predicted step base + its encode/decode + its
-  // α-β communication per candidate; logs them (and the front) into rec.
+  // share encode/decode), with predicted step base + the part of its
+  // encode/decode and α-β communication that the buckets' pipeline behind
+  // backward leaves exposed (trainer/OverlapModel.h, with `timing`'s handovers
+  // and per-bucket overheads); logs them (and the front) into rec.
   // Returns each candidate's (predicted step, statistical cost).
   // `byCodec` caches screenCodec() per compressor configuration: entries
   // already there are reused (the provisional step's, at the first decision),
@@ -197,7 +202,8 @@ class Controller {
   // compressor's candidates are screened (a gain decision under gain_scope:
   // family, where no other can be chosen); the others stay unscreened, their
   // objectives infinite, logged with "screened": false.
-  std::vector<Objectives> screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec,
+  std::vector<Objectives> screenAll(double base, const OverlapTimings& timing, std::vector<Screened>& screened,
+                                    nlohmann::json& rec,
                                     std::map<std::string, Screened>& byCodec, const std::string& onlyCompressor = "");
   // Collective, once, kStartBetaSteps steps after start(): β from those
   // steps' collectives, the fastest over them and over ranks (the first
@@ -314,6 +320,10 @@ class Controller {
   int64_t lastDecision_ = 0;
   int64_t decisions_ = 0;
   std::vector<StepMeasure> recent_;  // steps on the active plan since the last decision
+  OverlapTimings recentTimings_;     // the buckets' timings over recent_ (addTimings)
+  // Every bucket's handover, comm-thread seconds and encode + communicate +
+  // decode of the step just synchronised, with its backward end, into `into`.
+  void addTimings(OverlapTimings& into) const;
   CompressionStats recentStats_;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
   double recentStep_ = 0;      // Σ step seconds over recent_

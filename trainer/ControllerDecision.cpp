@@ -29,13 +29,14 @@ namespace gradzip::trainer {
 using namespace detail;  // trainer/ControllerDetail.h
 
 namespace {
-// The step time a plan's own encode, communicate and decode seconds add to
-// (the predictions' base): the measured steps minus the running plan's own
-// sync work, but at least their forward+backward time, averaged.
+// The step time a plan's exposed sync adds to (the predictions' base): the
+// measured steps minus the time the training thread waited for the running
+// plan's sync after backward, but at least their forward+backward time,
+// averaged.
 double baseStep(std::span<const StepMeasure> steps) {
   double base = 0, compute = 0;
   for (const auto& m : steps) {
-    base += m.step - m.encode - m.communicate - m.decode;
+    base += m.step - m.exposed;
     compute += m.compute;
   }
   return std::max(base, compute) / double(std::max<size_t>(1, steps.size()));
@@ -102,7 +103,10 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
         auto p = c.encode(x, ctx);
         at::Tensor y = c.decode(p, d, ctx);
         // The first call builds caches (tables, plans): time the second.
-        if (rep == 1) s.encodeDecode += since(t0);
+        if (rep == 1) {
+          s.bucketEncodeDecode.push_back(since(t0));
+          s.encodeDecode += s.bucketEncodeDecode.back();
+        }
         // Statistics: without error feedback from the timed call; with it from
         // the last replay of the same gradient (below).
         if ((!fed && rep == 1) || (replay && rep + 1 == reps))
@@ -118,7 +122,8 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
   return s;
 }
 
-std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>& screened, nlohmann::json& rec,
+std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings& timing,
+                                              std::vector<Screened>& screened, nlohmann::json& rec,
                                               std::map<std::string, Screened>& byCodec,
                                               const std::string& onlyCompressor) {
   std::vector<Objectives> pts(candidates_.size(), Objectives{INFINITY, INFINITY});
@@ -128,6 +133,11 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
   auto& cands = rec["candidates"] = nlohmann::json::array();
   int64_t total = 0;
   for (int k : large_) total += sync_.bucketNumel(k);
+  // The pipeline's inputs (trainer/OverlapModel.h).
+  const auto overlap = timing.inputs(large_);
+  rec["overlap"] = {{"backward_end", overlap.backwardEnd}, {"handover", overlap.handover},
+                    {"overhead", overlap.overhead},         {"busy", overlap.busy},
+                    {"large", overlap.large}};
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const Plan& plan = candidates_[i].plan;
     if (!onlyCompressor.empty() && plan.compressor != onlyCompressor) {
@@ -139,13 +149,18 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
     auto& s = screened[i];
     s = it->second;
     if (s.ok) {
+      // Per large bucket its encode/decode and α-β communication.
+      std::vector<double> work;
       for (size_t j = 0; j < large_.size(); ++j) {
         const int64_t d = sync_.bucketNumel(large_[j]);
-        s.comm += planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size()), net_);
+        const double comm = planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size()), net_);
+        s.comm += comm;
         s.bits += s.bucketBits[j] * double(d);
+        work.push_back(s.bucketEncodeDecode[j] + comm);
       }
       s.bits /= double(std::max<int64_t>(1, total));
-      s.predicted = base + s.encodeDecode + s.comm;
+      s.exposed = overlap.exposed(work);
+      s.predicted = base + s.exposed;
       pts[i] = {s.predicted, statCost(s.stats, plan)};
     }
     auto j = statsJson(s.stats);
@@ -154,6 +169,7 @@ std::vector<Objectives> Controller::screenAll(double base, std::vector<Screened>
                      {"bits", s.bits},
                      {"encode_decode", s.encodeDecode},
                      {"comm", s.comm},
+                     {"exposed", s.exposed},
                      {"predicted_step", s.predicted},
                      {"vnmse", j["vnmse"]},
                      {"gain", j["gain"]}});
@@ -182,7 +198,9 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
     // The base from this step alone: the steps before it carry start-up costs.
     std::vector<Screened> screened;
     provisionalScreens_.clear();
-    const auto pts = screenAll(baseStep({&m, 1}), screened, rec, provisionalScreens_);
+    OverlapTimings timing;  // this step's alone, as the base
+    addTimings(timing);
+    const auto pts = screenAll(baseStep({&m, 1}), timing, screened, rec, provisionalScreens_);
     if (!paretoFront(pts).empty()) {
       chosen = int64_t(opts_.kneeOf(pts));
       // `initial` stays unless the knee, predicted explore_margin slower,
@@ -438,7 +456,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     const bool reuseLast = !reuse && !familyOnly && networkTrigger && lastScreenStep_ >= 0 &&
                            step - lastScreenStep_ <= opts_.minInterval;
     if (reuseLast) rec["screening"] = fmt::format("reused from the decision at step {}", lastScreenStep_);
-    const auto pts = screenAll(baseStep(recent_), screened, rec,
+    const auto pts = screenAll(baseStep(recent_), recentTimings_, screened, rec,
                                reuse ? provisionalScreens_ : reuseLast ? lastScreens_ : fresh,
                                familyOnly ? active_.compressor : std::string());
     if (!reuse && !reuseLast && !familyOnly) {

@@ -70,6 +70,7 @@ void GradSync::beginStep(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   GZ_ASSERT(!inStep_, "beginStep called twice without finishStep");
   step_ = step;
+  stepStart_ = Clock::now();
   inStep_ = true;
   std::fill(arrived_.begin(), arrived_.end(), 0);
   for (auto& b : buckets_) {
@@ -100,6 +101,7 @@ void GradSync::markReady(int bucket) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buckets_[bucket].ready = true;
+    buckets_[bucket].last.handover = since(stepStart_);
   }
   cv_.notify_all();
 }
@@ -107,6 +109,7 @@ void GradSync::markReady(int bucket) {
 SyncBreakdown GradSync::finishStep() {
   GZ_ASSERT(inStep_, "finishStep without beginStep");
   const auto t0 = Clock::now();
+  backwardEnd_ = std::chrono::duration<double>(t0 - stepStart_).count();
   for (int k = 0; k < numBuckets(); ++k) {
     auto& b = buckets_[k];
     bool ready;
@@ -164,7 +167,9 @@ void GradSync::commLoop() {
       }
       // After a failure the remaining buckets are skipped; peers time out on
       // their collectives and report the failure themselves.
+      const auto start = Clock::now();
       if (!prior) syncBucket(buckets_[k]);
+      buckets_[k].last.busy = since(start);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();

@@ -19,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <optional>
@@ -49,6 +50,11 @@ class NonFiniteGradient : public std::runtime_error {
 struct SyncBreakdown {
   double encode = 0, communicate = 0, decode = 0;  // comm-thread seconds
   double exposed = 0;                              // training thread waiting after backward
+  // Per bucket only (lastBreakdown): seconds from beginStep until the bucket
+  // was handed to the comm thread, and the comm thread's wall seconds on it
+  // (encode, communicate and decode plus the finiteness check, copies and
+  // measuring), which trainer/OverlapModel.h pipelines behind backward.
+  double handover = 0, busy = 0;
   int64_t bytesSent = 0;
   int64_t saturated = 0;
 };
@@ -122,6 +128,9 @@ class GradSync {
   const std::vector<compress::TensorSlot>& bucketLayout(int bucket) const { return buckets_.at(bucket).layout; }
   // Bucket k's share of the last finishStep().
   const SyncBreakdown& lastBreakdown(int bucket) const { return buckets_.at(bucket).last; }
+  // Seconds from the last beginStep() to its finishStep(): backward's end on
+  // the clock of the buckets' handover times.
+  double lastBackwardEnd() const { return backwardEnd_; }
 
   // With measuring on, every bucket's CompressionStats of the last step (costs
   // three reductions over each bucket per step), in the gradient's geometry
@@ -193,6 +202,8 @@ class GradSync {
   GradSyncOptions opts_;
   std::vector<Bucket> buckets_;
   int64_t step_ = 0;
+  std::chrono::steady_clock::time_point stepStart_;  // beginStep, for the buckets' handover times
+  double backwardEnd_ = 0;                           // finishStep's entry after stepStart_
   bool inStep_ = false;
   bool measure_ = false;
 

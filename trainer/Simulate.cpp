@@ -17,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 namespace gradzip::trainer {
@@ -46,6 +47,19 @@ double bitsAt(const Plan& plan, int64_t d, int n) {
 
 std::string ms(double s) { return std::isfinite(s) ? fmt::format("{:.1f}", s * 1e3) : "n/a"; }
 
+// A decision record's "overlap" (Controller::screenAll), or none.
+OverlapInputs overlapOf(const nlohmann::json& decision) {
+  OverlapInputs in;
+  if (!decision.contains("overlap")) return in;
+  const auto& o = decision["overlap"];
+  in.handover = o.at("handover").get<std::vector<double>>();
+  in.overhead = o.at("overhead").get<std::vector<double>>();
+  in.busy = o.at("busy").get<std::vector<double>>();
+  in.large = o.at("large").get<std::vector<int>>();
+  in.backwardEnd = o.at("backward_end").get<double>();
+  return in;
+}
+
 }  // namespace
 
 RunProfile loadRunProfile(const std::string& dir) {
@@ -68,7 +82,8 @@ RunProfile loadRunProfile(const std::string& dir) {
       if (d.value("event", "") != "decision" || d["step"] != r["decision_step"]) continue;
       p.followups.push_back({planFromKey(r.at("plan").get<std::string>()), r.at("measured_step").get<double>(),
                              d.at("base_step").get<double>(),
-                             comm::NetworkParams{d.at("alpha").get<double>(), d.at("beta").get<double>()}});
+                             comm::NetworkParams{d.at("alpha").get<double>(), d.at("beta").get<double>()},
+                             overlapOf(d)});
     }
   }
   std::vector<double> gains;  // parallel to p.candidates
@@ -77,6 +92,7 @@ RunProfile loadRunProfile(const std::string& dir) {
     p.net = {last->at("alpha").get<double>(), last->at("beta").get<double>()};
     p.baseStep = last->at("base_step").get<double>();
     p.buckets = last->at("buckets").get<std::vector<int64_t>>();
+    p.overlap = overlapOf(*last);
     // Each candidate as the latest decision that screened it saw it: a gain
     // decision under gain_scope: family screens the running compressor's
     // candidates alone and logs the others "screened": false. In the order
@@ -123,13 +139,19 @@ RunProfile loadRunProfile(const std::string& dir) {
 }
 
 double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const comm::NetworkParams& net,
-                   double base) {
-  double t = base + c.encodeDecode;
+                   double base, const OverlapInputs* overlap) {
+  const auto& ov = overlap ? *overlap : p.overlap;
+  int64_t total = 0;
+  for (int64_t d : p.buckets) total += d;
+  std::vector<double> work;
   for (int64_t d : p.buckets) {
     const double bits = c.bits + bitsAt(c.plan, d, n) - bitsAt(c.plan, d, p.worldSize);
-    t += planSeconds(planCoefficients(c.plan, bits, d, n), net);
+    work.push_back(c.encodeDecode * double(d) / double(std::max<int64_t>(1, total)) +
+                   planSeconds(planCoefficients(c.plan, bits, d, n), net));
   }
-  return t;
+  // A log without overlap inputs: nothing overlaps.
+  if (ov.handover.empty() || ov.large.size() != work.size()) return base + std::accumulate(work.begin(), work.end(), 0.0);
+  return base + ov.exposed(work);
 }
 
 int simulateCommand(const SimulateArgs& args) {
@@ -145,8 +167,8 @@ int simulateCommand(const SimulateArgs& args) {
 
   std::ostringstream md;
   md << "# gradzip simulate: " << args.run << "\n\n"
-     << fmt::format("- from the run's last decision: N = {}, base step {} ms (step time minus the running plan's "
-                    "own encode, communicate and decode; at least forward+backward), {} controlled bucket(s), {} "
+     << fmt::format("- from the run's last decision: N = {}, base step {} ms (step time minus the wait for the running "
+                    "plan's sync after backward; at least forward+backward), {} controlled bucket(s), {} "
                     "candidate plans with measured encode/decode and statistics\n",
                     p.worldSize, ms(p.baseStep), p.buckets.size(), p.candidates.size())
      << fmt::format("- network: α = {:.1f} µs, {:.1f} Mbit/s{}\n", net.alpha * 1e6,
@@ -189,7 +211,7 @@ int simulateCommand(const SimulateArgs& args) {
         for (const auto& cand : v.candidates)
           if (!c && cand.plan == f.plan) c = &cand;
         if (!c) continue;
-        const double pred = predictStep(v, *c, v.worldSize, f.net, f.baseStep);
+        const double pred = predictStep(v, *c, v.worldSize, f.net, f.baseStep, &f.overlap);
         const double err = (pred - f.measuredStep) / f.measuredStep;
         worst = std::max(worst, std::abs(err));
         md << fmt::format("| {} | {} | `{}` | {} | {} | {:+.1f}% |\n", dir, v.worldSize, f.plan.key(), ms(pred),

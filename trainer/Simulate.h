@@ -15,6 +15,7 @@
 
 #include "comm/CostModel.h"
 #include "trainer/ControllerOptions.h"
+#include "trainer/OverlapModel.h"
 #include "trainer/Plan.h"
 #include "trainer/Pareto.h"
 
@@ -37,6 +38,9 @@ struct RunProfile {
   comm::NetworkParams net;  // the run's probe (or its last refit)
   double baseStep = 0;      // measured step time without waiting for communication
   std::vector<int64_t> buckets;  // coordinates of each controlled bucket
+  // The last decision's overlap inputs (trainer/OverlapModel.h); empty
+  // (nothing overlaps) in logs written before it.
+  OverlapInputs overlap;
   std::vector<CandidateProfile> candidates;
   // The knee's options (time_weight, knee, time_tolerance): the run's config when it has one.
   ControllerOptions controller;
@@ -47,6 +51,7 @@ struct RunProfile {
     Plan plan;
     double measuredStep = 0, baseStep = 0;
     comm::NetworkParams net;
+    OverlapInputs overlap;  // its decision's
   };
   std::vector<Followup> followups;
 };
@@ -57,13 +62,15 @@ struct RunProfile {
 // the run was not `compress: auto` or never decided.
 RunProfile loadRunProfile(const std::string& dir);
 
-// base + encode/decode + Σ over the buckets of a·α + m·β at n ranks, with the
-// bits per coordinate as screened at the run's N plus how the compressor's
-// formula changes from that N to n (shape-aware schemes such as PowerSGD
-// know their layout only after a first encode, so the screened value is the
-// exact one).
+// base + the exposed part (trainer/OverlapModel.h, `overlap` or else the
+// run's last decision's) of encode/decode (split over the buckets by size)
+// and, per bucket, a·α + m·β at n ranks, with the bits per coordinate as
+// screened at the run's N plus how the compressor's formula changes from that
+// N to n (shape-aware schemes such as PowerSGD know their layout only after a
+// first encode, so the screened value is the exact one). Without overlap
+// inputs: base + encode/decode + Σ a·α + m·β.
 double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const comm::NetworkParams& net,
-                   double base);
+                   double base, const OverlapInputs* overlap = nullptr);
 
 struct SimulateArgs {
   std::string run;

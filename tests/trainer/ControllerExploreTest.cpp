@@ -65,7 +65,7 @@ class FakeTimedLoop final : public trainer::ControlledLoop {
     sync_.finishStep();
     ++step_;
     const double seconds = seconds_.at(sync_.plan(0).compressor);
-    return {seconds, kCompute, 0, 0, seconds - kCompute, 0};
+    return {seconds, kCompute, seconds - kCompute, 0, seconds - kCompute, 0};
   }
 
   trainer::StepMeasure exploreStep() override {

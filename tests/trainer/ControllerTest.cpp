@@ -844,6 +844,34 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   EXPECT_THROW(trainer::loadRunProfile(empty.path()), UserError);
 }
 
+TEST(Simulate, PredictsOnlyTheSyncThatBackwardDoesNotHide) {
+  // Two controlled buckets of 5·10^5 coordinates handed over at 20 and 50 ms,
+  // backward ending at 50 ms, 1 ms of the comm thread's own per bucket;
+  // fp16@engine with a 2 ms codec (1 ms per bucket), N = 2, α = 1 ms,
+  // 100 Mbit/s: each bucket's ring all-reduce of 1 MB takes r.
+  gradzip::testing::TempDir dir;
+  const double beta = 8.0 / 100e6;
+  {
+    std::ofstream f(dir.path() + "/decisions.jsonl");
+    f << R"({"event":"decision","step":20,"world_size":2,"alpha":0.001,"beta":)" << beta
+      << R"(,"base_step":0.06,"buckets":[500000,500000],)"
+      << R"("overlap":{"backward_end":0.05,"handover":[0.02,0.05],"overhead":[0.001,0.001],"busy":[0.09,0.09],)"
+      << R"("large":[0,1]},"candidates":[)"
+      << R"({"plan":"fp16@engine","ok":true,"bits":16,"encode_decode":0.002,"vnmse":1e-8,"gain":1}]})" << "\n";
+  }
+  const auto p = trainer::loadRunProfile(dir.path());
+  ASSERT_EQ(p.overlap.handover.size(), 2u);
+  const auto net = comm::NetworkParams{0.001, beta};
+  const double r = comm::ringAllReduceCost(1e6, 2, net);
+  // Bucket 0 ends at 20 + 1 + 1 + r ms; bucket 1 starts at max(that, 50) and
+  // takes as long; backward ends at 50 ms.
+  const double first = 0.02 + 0.002 + r;
+  const double exposed = std::max(first, 0.05) + 0.002 + r - 0.05;
+  EXPECT_NEAR(trainer::predictStep(p, p.candidates[0], 2, net, p.baseStep), 0.06 + exposed, 1e-9);
+  // Less than charging both buckets in full, as a log without "overlap" is.
+  EXPECT_LT(exposed, 0.002 + 2 * r);
+}
+
 TEST_F(ControllerNetTest, SoundsTheLinkAndMovesBackToADensePlanWhenItRecovers) {
   // The reverse of the test above: 10 Mbit/s for the first 0.08 epoch (~75
   // steps), unshaped after. At 10 Mbit/s the first decision (step 10) moves

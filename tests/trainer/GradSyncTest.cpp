@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
+
 using namespace gradzip;
 using gradzip::testing::runRanks;
 
@@ -98,6 +100,43 @@ TEST(GradSync, UnusedParameterContributesZeroAndDoesNotHang) {
     sync.finishStep();
     EXPECT_TRUE(torch::allclose(used.grad(), torch::full({4}, 1.5f)));
     EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({3})));
+  });
+}
+
+TEST(GradSync, RecordsEachBucketsHandoverAndCommThreadSeconds) {
+  // One bucket per parameter: `used`'s gradient is handed over by its hook
+  // during backward, `unused`'s (bucket 0, reverse registration order) only
+  // by finishStep. Every send is held back 20 ms, so the comm thread spends
+  // at least that on each bucket of the ring.
+  runRanks(2, [](comm::Communicator& c) {
+    using Clock = std::chrono::steady_clock;
+    auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    auto used = torch::ones({4}, torch::requires_grad());
+    auto unused = torch::ones({3}, torch::requires_grad());
+    trainer::GradSyncOptions o;
+    o.bucketBytes = 16;
+    trainer::GradSync sync({{"used", used}, {"unused", unused}}, c, o, plan("fp32", "ring"));
+    ASSERT_EQ(sync.numBuckets(), 2);
+    c.setSendDelay(std::chrono::milliseconds(20));
+    const auto before = Clock::now();
+    sync.beginStep(0);
+    const auto begun = Clock::now();
+    (used * float(c.rank() + 1)).sum().backward();
+    const auto backwardEnd = Clock::now();
+    sync.finishStep();
+    const auto& handedInHook = sync.lastBreakdown(1);
+    const auto& handedAtFinish = sync.lastBreakdown(0);
+    EXPECT_GT(handedInHook.handover, 0.0);
+    EXPECT_LE(handedInHook.handover, secs(before, backwardEnd));
+    EXPECT_GE(handedAtFinish.handover, secs(begun, backwardEnd));
+    EXPECT_GE(sync.lastBackwardEnd(), secs(begun, backwardEnd));
+    EXPECT_LE(handedInHook.handover, sync.lastBackwardEnd());
+    EXPECT_LE(sync.lastBackwardEnd(), handedAtFinish.handover);
+    for (int k = 0; k < 2; ++k) {
+      const auto& bd = sync.lastBreakdown(k);
+      EXPECT_GE(bd.busy, 0.020) << "bucket " << k;
+      EXPECT_GE(bd.busy, bd.encode + bd.communicate + bd.decode) << "bucket " << k;
+    }
   });
 }
 
