@@ -25,11 +25,13 @@
 //     statistics are the last replay's, an estimate of its steady state. Per
 //     candidate, the α-β cost of its exact wire bytes through its
 //     collective (trainer/PlanCost.h) gives the communication seconds. The
-//     predicted step time is the base (the measured step time minus the
-//     current plan's own encode, communicate and decode seconds, but at least
-//     the forward+backward time) plus those: for the current plan the
-//     prediction is the measured step, and waits for slower ranks stay in the
-//     base. A network-type decision reuses the codec screenings of the last
+//     predicted step time is the base (the measured step time minus the time
+//     backward's end waited for the current plan's sync, but at least the
+//     forward+backward time) plus the part of those seconds that ends after
+//     backward when the comm thread takes the buckets in order from their
+//     measured handover times (trainer/OverlapModel.h; all of it with one
+//     bucket): for the current plan the prediction is about the measured
+//     step, and waits for slower ranks stay in the base. A network-type decision reuses the codec screenings of the last
 //     decision that screened every candidate afresh, if at most
 //     min_interval steps old (the link changes the communication alone).
 //  2. Exploration (all ranks): the `explore` predicted-front candidates nearest

@@ -5,13 +5,15 @@
 //   f_k = max(f_{k-1}, h_k) + w_k
 // (h_k its handover after the step's start, w_k the thread's seconds on it),
 // and the training thread, done with backward at T, waits max(0, f_last − T).
-// This is the pipeline the wait-free backpropagation of Poseidon (Zhang et al.,
-// ATC'17, §3.1) and PyTorch DDP's bucketing (Li et al., VLDB'20, §3.2.3)
+// This is the pipeline that wait-free backpropagation (Poseidon, Zhang et al.,
+// USENIX ATC'17) and PyTorch DDP's gradient buckets (Li et al., VLDB'20)
 // exploit; the flexible-communication paper's cost model (Eq. 4) charges the
 // whole collective instead, which is the single-bucket case (h_0 = T). The
 // controller predicts each candidate's step from it (ControllerDecision.cpp).
 // It leaves out the comm thread's CPU work slowing a backward that shares the
-// core (encode/decode are ~1 ms a step on ResNet-20 at 2 ranks).
+// rank's core: on schedule_c1 with 0.25 MB buckets, THC 4-bit PS (encode and
+// decode ~5 ms a step, plus its aggregation) ran 6-11% slower than predicted
+// (experiments/results/controller_ablation.md, "Buckets that overlap backward").
 #pragma once
 
 #include <span>

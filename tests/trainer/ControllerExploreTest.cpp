@@ -120,7 +120,8 @@ struct Explored {
 // decision's.
 Explored decide(const std::string& dir, const std::string& options,
                 const std::map<std::string, double>& then, const std::string& families, int64_t thenAfter = 0,
-                std::chrono::microseconds thenDelay = {}, const std::string& collectives = "[engine, allgather]") {
+                std::chrono::microseconds thenDelay = {}, const std::string& collectives = "[engine, allgather]",
+                std::chrono::microseconds startDelay = {}) {
   Explored out;
   std::mutex mu;
   gradzip::testing::runRanks(
@@ -147,6 +148,9 @@ Explored decide(const std::string& dir, const std::string& options,
         FakeTimedLoop loop(c, model);
         trainer::Controller controller(opts, c, loop.sync(), dir);
         controller.start(0);
+        // After the start-up probe (α), so β settles from the delayed
+        // collectives of the first steps (Controller::settleBeta).
+        c.setSendDelay(startDelay);
         for (int64_t s = 1; s <= 5; ++s) controller.afterStep(s, loop.step(), loop);
         ASSERT_EQ(controller.decisions(), 1);
         if (!then.empty()) {
@@ -321,12 +325,13 @@ namespace {
 
 // The sharp-slowdown world of the tests below: fp16 and bf16 over gradzip's
 // ring at 0.5 s a step until step 17, then 5 s, with every send held back by
-// `delay`; `options` go after check_every 1 and network_interval 1. The
-// decisions of the run; it must take exactly two.
+// `startDelay` from the start and by `delay` from step 17; `options` go after
+// check_every 1 and network_interval 1. The decisions of the run; it must
+// take exactly two.
 std::vector<nlohmann::json> sharpSlowdown(const std::string& dir, const std::string& options,
-                                          std::chrono::microseconds delay) {
+                                          std::chrono::microseconds delay, std::chrono::microseconds startDelay = {}) {
   decide(dir, kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2" + options,
-         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, delay, "[ring]");
+         {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, delay, "[ring]", startDelay);
   auto d = decisions(dir);
   EXPECT_EQ(d.size(), 2u);
   return d;
@@ -384,11 +389,15 @@ TEST(ControllerExplore, ScreeningsOlderThanMinIntervalAreNotReused) {
 }
 
 TEST(ControllerExplore, ASlowerStepWhoseCollectivesAreNotSlowerIsNotSharp) {
-  // The step times of the tests above without the send delay: the host, not
-  // the link, slowed down, and nothing is decided before the medians of 9
-  // steps have moved (step 22 at the earliest).
+  // The step times of the tests above, every send held back 10 ms from the
+  // start to the end: the host, not the link, slowed down, and nothing is
+  // decided before the medians of 9 steps have moved (step 22 at the
+  // earliest). The delay makes each collective ~20 ms, so a loaded host's
+  // scheduling noise (ctest runs two tests at once) stays well under the
+  // 1.6x that would make the collectives look slower; without it their
+  // sub-millisecond loopback times once did for 3 steps in a row.
   gradzip::testing::TempDir dir;
-  const auto d = sharpSlowdown(dir.path(), "", {});
+  const auto d = sharpSlowdown(dir.path(), "", std::chrono::milliseconds(10), std::chrono::milliseconds(10));
   ASSERT_EQ(d.size(), 2u);
   EXPECT_GE(d[1]["step"], 22) << d[1].dump();
   EXPECT_FALSE(d[1].contains("beta_steps")) << d[1].dump();
