@@ -47,10 +47,15 @@ double bitsAt(const Plan& plan, int64_t d, int n) {
 
 std::string ms(double s) { return std::isfinite(s) ? fmt::format("{:.1f}", s * 1e3) : "n/a"; }
 
-// A decision record's "overlap" (Controller::screenAll), or none.
+// A decision record's "overlap" (Controller::screenAll). A record written
+// before it has none: every controlled bucket, no timings (nothing overlaps).
 OverlapInputs overlapOf(const nlohmann::json& decision) {
   OverlapInputs in;
-  if (!decision.contains("overlap")) return in;
+  if (!decision.contains("overlap")) {
+    in.large.resize(decision.at("buckets").size());
+    std::iota(in.large.begin(), in.large.end(), 0);
+    return in;
+  }
   const auto& o = decision["overlap"];
   in.handover = o.at("handover").get<std::vector<double>>();
   in.overhead = o.at("overhead").get<std::vector<double>>();
@@ -149,8 +154,6 @@ double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const 
     work.push_back(c.encodeDecode * double(d) / double(std::max<int64_t>(1, total)) +
                    planSeconds(planCoefficients(c.plan, bits, d, n), net));
   }
-  // A log without overlap inputs: nothing overlaps.
-  if (ov.handover.empty() || ov.large.size() != work.size()) return base + std::accumulate(work.begin(), work.end(), 0.0);
   return base + ov.exposed(work);
 }
 
