@@ -643,11 +643,12 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         followup_.predicted = currentStep;
         syncRef = latest(syncs_);
       } else if (k == knee) {
-        // The predicted knee: its prediction is its reference.
+        // The predicted knee: its prediction is its reference (its sync
+        // as the step will show it: the part not hidden behind backward).
         chosen = predictedKnee;
         const auto& s = screened[size_t(chosen)];
         followup_.predicted = s.predicted;
-        syncRef = s.encodeDecode + s.comm;
+        syncRef = s.exposed;
       }
       followup_.explored = stepRef = pts[k].time;
     }

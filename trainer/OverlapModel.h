@@ -12,7 +12,7 @@
 // controller predicts each candidate's step from it (ControllerDecision.cpp).
 // It leaves out the comm thread's CPU work slowing a backward that shares the
 // rank's core: on schedule_c1 with 0.25 MB buckets, THC 4-bit PS (encode and
-// decode ~5 ms a step, plus its aggregation) ran 6-11% slower than predicted
+// decode ~5 ms a step, plus its aggregation) ran 6-18% slower than predicted
 // (experiments/results/controller_ablation.md, "Buckets that overlap backward").
 #pragma once
 
