@@ -205,8 +205,12 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
   resetMeasurements();
 }
 
-void Controller::addTimings(OverlapTimings& into) const {
-  std::vector<double> handover, busy, work;
+void Controller::addTimings(OverlapTimings& into) {
+  // Every step: the scratch vectors keep their capacity (no allocation).
+  auto& [handover, busy, work] = timingScratch_;
+  handover.clear();
+  busy.clear();
+  work.clear();
   for (int k = 0; k < sync_.numBuckets(); ++k) {
     const auto& bd = sync_.lastBreakdown(k);
     handover.push_back(bd.handover);

@@ -325,7 +325,10 @@ class Controller {
   OverlapTimings recentTimings_;     // the buckets' timings over recent_ (addTimings)
   // Every bucket's handover, comm-thread seconds and encode + communicate +
   // decode of the step just synchronised, with its backward end, into `into`.
-  void addTimings(OverlapTimings& into) const;
+  void addTimings(OverlapTimings& into);
+  struct {
+    std::vector<double> handover, busy, work;
+  } timingScratch_;  // addTimings' per-step buffers
   CompressionStats recentStats_;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
   double recentStep_ = 0;      // Σ step seconds over recent_
