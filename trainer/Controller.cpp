@@ -366,16 +366,24 @@ void Controller::observe(const StepMeasure& m) {
   gainTriggered_ = gainArmed_ && gainDrift_.update(gain);
   if (followup_.step >= 0 && followup_.count < opts_.followupSteps) {
     followup_.sum += m.step;
+    followup_.sumBase += m.step - m.exposed;
+    followup_.sumExposed += m.exposed;
     if (++followup_.count == opts_.followupSteps) {
-      const double measured = followup_.sum / double(followup_.count);
-      writeDecision(nlohmann::json{{"event", "followup"},
-                                   {"decision_step", followup_.step},
-                                   {"plan", active_.key()},
-                                   {"predicted_step", followup_.predicted},
-                                   {"explored_step", followup_.explored},
-                                   {"measured_step", measured},
-                                   {"prediction_error", (followup_.predicted - measured) / measured}}
-                        .dump());
+      const double n = double(followup_.count), measured = followup_.sum / n;
+      nlohmann::json rec{{"event", "followup"},
+                         {"decision_step", followup_.step},
+                         {"plan", active_.key()},
+                         {"predicted_step", followup_.predicted},
+                         {"explored_step", followup_.explored},
+                         {"measured_step", measured},
+                         {"prediction_error", (followup_.predicted - measured) / measured},
+                         {"measured_base", followup_.sumBase / n},
+                         {"measured_exposed", followup_.sumExposed / n}};
+      if (std::isfinite(followup_.predictedBase)) {
+        rec["predicted_base"] = followup_.predictedBase;
+        rec["predicted_exposed"] = followup_.predictedExposed;
+      }
+      writeDecision(rec.dump());
     }
   }
 }

@@ -56,7 +56,8 @@
 //     small_bucket_kb keep small_plan.
 // Every decision is appended to <run>/decisions.jsonl with its inputs (α, β,
 // every candidate's prediction and statistics, the front, the explored
-// measurements) and, followup_steps later, the then-measured step time. Each
+// measurements) and, followup_steps later, the then-measured step time
+// (with the prediction's and the measurement's base and exposed sync). Each
 // rank appends its plan changes to <run>/rank<r>/plans.jsonl.
 // α comes from a short probe at start (1 and 4 KB messages, at most 0.5 s),
 // β from the collectives of the first steps (the initial plan's), or from the
@@ -87,6 +88,7 @@
 #include <torch/serialize/archive.h>
 
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -334,10 +336,17 @@ class Controller {
   double recentStep_ = 0;      // Σ step seconds over recent_
   std::vector<double> ratios_;  // the last observed/predicted communication ratios
   std::deque<comm::AlphaBetaSample> lastSamples_;  // the last observed collectives with their coefficients
-  // The last decision's follow-up: its step, predicted and explored step times.
+  // The last decision's follow-up: its step, predicted and explored step
+  // times, and the prediction's split into base (the step without the
+  // training thread's wait for the sync after backward) and exposed sync,
+  // NaN where the chosen point was not predicted (the running plan kept).
+  // The measured steps are summed split the same way, so the log says which
+  // part a prediction missed.
   struct Followup {
     int64_t step = -1;
     double predicted = 0, explored = 0, sum = 0;
+    double predictedBase = NAN, predictedExposed = NAN;
+    double sumBase = 0, sumExposed = 0;
     int64_t count = 0;
   } followup_;
   std::ofstream planLog_;

@@ -635,9 +635,15 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       const size_t k = opts_.kneeOf(pts);
       followup_ = {};
       followup_.step = step;
+      // The prediction's split (screenAll): base + exposed sync.
+      const auto split = [&](const Screened& s) {
+        followup_.predicted = s.predicted;
+        followup_.predictedExposed = s.exposed;
+        followup_.predictedBase = s.predicted - s.exposed;
+      };
       if (k < own) {
         chosen = exploreList[k];
-        followup_.predicted = screened[size_t(chosen)].predicted;
+        split(screened[size_t(chosen)]);
         syncRef = measured[k].sync;
       } else if (k == own) {
         followup_.predicted = currentStep;
@@ -647,7 +653,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         // as the step will show it: the part not hidden behind backward).
         chosen = predictedKnee;
         const auto& s = screened[size_t(chosen)];
-        followup_.predicted = s.predicted;
+        split(s);
         syncRef = s.exposed;
       }
       followup_.explored = stepRef = pts[k].time;

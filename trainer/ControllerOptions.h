@@ -198,7 +198,9 @@ struct ControllerOptions {
   // Off in pinned mode, which must train like the static plan.
   int64_t soundEvery = 50;
   double soundShare = 0.02;
-  int64_t followupSteps = 20;     // steps after a decision whose measured step time is logged against the prediction
+  // Steps after a decision (after the 10 the drift detectors calibrate on)
+  // whose mean step time is logged against the decision's prediction.
+  int64_t followupSteps = 20;
   int64_t smallBucketKb = 64;     // buckets below this stay on small_plan
   Plan smallPlan;                 // fp16@engine
   Plan initial;                   // fp16@engine: the baseline until the first decision

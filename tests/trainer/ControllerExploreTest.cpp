@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -117,11 +118,12 @@ struct Explored {
 // that decision (and every send is held back by `thenDelay`: the collectives
 // over point-to-point slow down too) and training goes on until a second
 // decision (at most step 100); the calls and restores counted are the last
-// decision's.
+// decision's. With an empty `then`, `stepsAfter` steps follow the first
+// decision on the plan it chose.
 Explored decide(const std::string& dir, const std::string& options,
                 const std::map<std::string, double>& then, const std::string& families, int64_t thenAfter = 0,
                 std::chrono::microseconds thenDelay = {}, const std::string& collectives = "[engine, allgather]",
-                std::chrono::microseconds startDelay = {}) {
+                std::chrono::microseconds startDelay = {}, int64_t stepsAfter = 0) {
   Explored out;
   std::mutex mu;
   gradzip::testing::runRanks(
@@ -153,6 +155,7 @@ Explored decide(const std::string& dir, const std::string& options,
         c.setSendDelay(startDelay);
         for (int64_t s = 1; s <= 5; ++s) controller.afterStep(s, loop.step(), loop);
         ASSERT_EQ(controller.decisions(), 1);
+        for (int64_t s = 6; then.empty() && s < 6 + stepsAfter; ++s) controller.afterStep(s, loop.step(), loop);
         if (!then.empty()) {
           loop.explored_.clear();
           loop.restores_ = 0;
@@ -210,6 +213,42 @@ TEST(ControllerExplore, AHopelessCandidateStopsAfterExploreMinSteps) {
     EXPECT_DOUBLE_EQ(x["fastest_step"].get<double>(), topk ? 10.0 : 0.2) << x.dump();
   }
   EXPECT_TRUE(runs(d["chosen"], "topkc")) << d.dump();
+}
+
+TEST(ControllerExplore, TheFollowupSplitsPredictionAndMeasurementIntoBaseAndExposedSync) {
+  // TopKC wins the race (0.2 s a step: 0.1 s of compute, the training
+  // thread then waits 0.1 s for the sync); followup_steps (3) steps after
+  // the detectors' calibration on the new plan, the follow-up logs its
+  // measured step split into base (step − that wait) and exposed sync, and
+  // its prediction split the same way. 15 steps cover both.
+  gradzip::testing::TempDir dir;
+  const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 2, followup_steps: 3", {}, kSparseOnly,
+                        0, {}, "[engine, allgather]", {}, 15);
+  ASSERT_TRUE(runs(e.decision["chosen"], "topkc")) << e.decision.dump();
+  std::vector<nlohmann::json> followups;
+  std::ifstream in(dir.path() + "/decisions.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto r = nlohmann::json::parse(line);
+    if (r["event"] == "followup") followups.push_back(r);
+  }
+  ASSERT_EQ(followups.size(), 1u);
+  const auto& f = followups[0];
+  EXPECT_EQ(f["decision_step"], 5) << f.dump();
+  EXPECT_EQ(f["plan"], e.decision["chosen"]) << f.dump();
+  EXPECT_DOUBLE_EQ(f["measured_step"].get<double>(), 0.2) << f.dump();
+  EXPECT_DOUBLE_EQ(f["measured_base"].get<double>(), 0.1) << f.dump();
+  EXPECT_DOUBLE_EQ(f["measured_exposed"].get<double>(), 0.1) << f.dump();
+  // The chosen candidate's screened prediction, as the decision logged it.
+  const auto& cands = e.decision["candidates"];
+  const auto c = std::find_if(cands.begin(), cands.end(), [&](const auto& x) { return x["plan"] == f["plan"]; });
+  ASSERT_NE(c, cands.end()) << e.decision.dump();
+  EXPECT_DOUBLE_EQ(f["predicted_step"].get<double>(), (*c)["predicted_step"].get<double>()) << f.dump();
+  EXPECT_DOUBLE_EQ(f["predicted_exposed"].get<double>(), (*c)["exposed"].get<double>()) << f.dump();
+  EXPECT_NEAR(f["predicted_base"].get<double>() + f["predicted_exposed"].get<double>(),
+              f["predicted_step"].get<double>(), 1e-12)
+      << f.dump();
+  // The base is the running fp16's measured steps minus their 0.4 s wait.
+  EXPECT_NEAR(f["predicted_base"].get<double>(), e.decision["base_step"].get<double>(), 1e-12) << f.dump();
 }
 
 TEST(ControllerExplore, WithoutTheRaceEveryCandidateRunsExploreSteps) {
