@@ -86,7 +86,8 @@ RunProfile loadRunProfile(const std::string& dir) {
     for (const auto& d : records) {
       if (d.value("event", "") != "decision" || d["step"] != r["decision_step"]) continue;
       p.followups.push_back({planFromKey(r.at("plan").get<std::string>()), r.at("measured_step").get<double>(),
-                             d.at("base_step").get<double>(),
+                             d.at("base_step").get<double>(), r.value("measured_base", double(NAN)),
+                             r.value("measured_exposed", double(NAN)),
                              comm::NetworkParams{d.at("alpha").get<double>(), d.at("beta").get<double>()},
                              overlapOf(d)});
     }
@@ -202,8 +203,11 @@ int simulateCommand(const SimulateArgs& args) {
     md << "\n## Validation against measured runs\n\n"
        << "Each row: a plan a run's controller settled on; predicted = that run's base step + this run's "
           "measured encode/decode of the plan + the α-β cost at that run's N, α and β; measured = the mean step "
-          "time of the following steps (decisions.jsonl follow-up).\n\n"
-       << "| run | N | plan | predicted (ms) | measured (ms) | error |\n|---|---:|---|---:|---:|---:|\n";
+          "time of the following steps (decisions.jsonl follow-up). Base and exposed sync, predicted / "
+          "measured: the step without the training thread's wait for the sync after backward, and that wait "
+          "(n/a: a log from before the follow-ups recorded them).\n\n"
+       << "| run | N | plan | predicted (ms) | measured (ms) | error | base (ms) | exposed sync (ms) |\n"
+       << "|---|---:|---|---:|---:|---:|---:|---:|\n";
     double worst = 0;
     for (const auto& dir : args.validate) {
       const auto v = loadRunProfile(dir);
@@ -217,8 +221,11 @@ int simulateCommand(const SimulateArgs& args) {
         const double pred = predictStep(v, *c, v.worldSize, f.net, f.baseStep, &f.overlap);
         const double err = (pred - f.measuredStep) / f.measuredStep;
         worst = std::max(worst, std::abs(err));
-        md << fmt::format("| {} | {} | `{}` | {} | {} | {:+.1f}% |\n", dir, v.worldSize, f.plan.key(), ms(pred),
-                          ms(f.measuredStep), 100 * err);
+        const bool split = std::isfinite(f.measuredBase) && std::isfinite(f.measuredExposed);
+        md << fmt::format("| {} | {} | `{}` | {} | {} | {:+.1f}% | {} | {} |\n", dir, v.worldSize, f.plan.key(),
+                          ms(pred), ms(f.measuredStep), 100 * err,
+                          split ? ms(f.baseStep) + " / " + ms(f.measuredBase) : "n/a",
+                          split ? ms(pred - f.baseStep) + " / " + ms(f.measuredExposed) : "n/a");
       }
     }
     md << fmt::format("\nLargest |error|: {:.1f}% (target <= 15%).\n", 100 * worst);

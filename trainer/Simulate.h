@@ -19,6 +19,7 @@
 #include "trainer/Plan.h"
 #include "trainer/Pareto.h"
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,10 +47,12 @@ struct RunProfile {
   ControllerOptions controller;
   // target -> (step, train seconds) of the first evaluation that reached it.
   std::map<double, std::pair<int64_t, double>> reached;
-  // Follow-up records: the plan a decision chose and its then-measured step.
+  // Follow-up records: the plan a decision chose and its then-measured step,
+  // split into base and exposed sync (NaN in logs written before a145a19).
   struct Followup {
     Plan plan;
     double measuredStep = 0, baseStep = 0;
+    double measuredBase = NAN, measuredExposed = NAN;
     comm::NetworkParams net;
     OverlapInputs overlap;  // its decision's
   };

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -798,7 +799,8 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
       << R"({"plan":"fp16@engine","ok":true,"bits":16,"encode_decode":0.002,"vnmse":1e-8,"gain":1},)"
       << R"({"plan":"topk{ratio: 0.01}@allgather","ok":true,"bits":0.48,"encode_decode":0.009,"vnmse":0.7,"gain":0.5},)"
       << R"({"plan":"cnat@ps","ok":false,"bits":8,"encode_decode":0,"vnmse":null,"gain":null}]})" << "\n"
-      << R"({"event":"followup","decision_step":20,"plan":"fp16@engine","measured_step":0.4})" << "\n"
+      << R"({"event":"followup","decision_step":20,"plan":"fp16@engine","measured_step":0.4,)"
+      << R"("measured_base":0.1,"measured_exposed":0.3})" << "\n"
       // A later gain decision that screened TopK's grid alone (gain_scope:
       // family): TopK from it (5 ms, vNMSE 0.5: the numbers below), fp16
       // still from step 20.
@@ -806,7 +808,10 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
       << R"(,"base_step":0.05,"buckets":[1000000],"candidates":[)"
       << R"({"plan":"fp16@engine","ok":false,"screened":false},)"
       << R"({"plan":"topk{ratio: 0.01}@allgather","ok":true,"bits":0.48,"encode_decode":0.005,"vnmse":0.5,"gain":0.5},)"
-      << R"({"plan":"cnat@ps","ok":false,"screened":false}]})" << "\n";
+      << R"({"plan":"cnat@ps","ok":false,"screened":false}]})" << "\n"
+      // A follow-up as logged before a145a19: no base / exposed split.
+      << R"({"event":"followup","decision_step":220,"plan":"topk{ratio: 0.01}@allgather","measured_step":0.07})"
+      << "\n";
   }
   const auto p = trainer::loadRunProfile(dir.path());
   ASSERT_EQ(p.candidates.size(), 2u);  // the failed screening is not a candidate
@@ -820,8 +825,10 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   // TopK all-gathers 0.48 bits x 10^6 / 8 = 60 kB from each of N − 1 peers.
   EXPECT_NEAR(trainer::predictStep(p, p.candidates[1], 8, net, p.baseStep),
               0.055 + comm::allGatherCost(60000, 8, net), 1e-9);
-  ASSERT_EQ(p.followups.size(), 1u);
+  ASSERT_EQ(p.followups.size(), 2u);
   EXPECT_EQ(p.followups[0].plan.key(), "fp16@engine");
+  EXPECT_DOUBLE_EQ(p.followups[0].measuredBase, 0.1);
+  EXPECT_TRUE(std::isnan(p.followups[1].measuredBase));
   // The report. N = 2: TopK at 60.8 ms against fp16's 214 ms is worth its
   // 0.5 vNMSE. N = 64: TopK's all-gather grows with N − 1 (63 x 60 kB), fp16's
   // ring does not; the relative knee, ((t − t_min)/t_min, vNMSE), gives fp16
@@ -837,8 +844,16 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(md.find("| 2 | `topk{ratio: 0.01}@allgather` | 60.8 | 214.0 | 3.52 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 64 | `fp16@engine` | 493.0 | 493.0 | 1.00 |"), std::string::npos) << md;
-  // Validation: fp16 at N = 2 predicted 50 + 2 + ring(2 MB) = 214 ms against 400 ms measured.
-  EXPECT_NE(md.find("| " + dir.path() + " | 2 | `fp16@engine` | 214.0 | 400.0 | -46.5% |"), std::string::npos) << md;
+  // Validation: fp16 at N = 2 predicted 50 + 2 + ring(2 MB) = 214 ms against
+  // 400 ms measured; split, base 50 ms against 100 and exposed sync 164 ms
+  // against 300. The older follow-up has no split.
+  EXPECT_NE(md.find("| " + dir.path() + " | 2 | `fp16@engine` | 214.0 | 400.0 | -46.5% | 50.0 / 100.0 | 164.0 / 300.0 |"),
+            std::string::npos)
+      << md;
+  const auto topk = md.find("| " + dir.path() + " | 2 | `topk{ratio: 0.01}@allgather` |");
+  ASSERT_NE(topk, std::string::npos) << md;
+  const std::string row = md.substr(topk, md.find('\n', topk) - topk);
+  EXPECT_EQ(row.substr(row.size() - 13), "| n/a | n/a |") << row;
   // A run without a decision log is a clear error.
   gradzip::testing::TempDir empty;
   EXPECT_THROW(trainer::loadRunProfile(empty.path()), UserError);
