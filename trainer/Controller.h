@@ -56,8 +56,9 @@
 //     small_bucket_kb keep small_plan.
 // Every decision is appended to <run>/decisions.jsonl with its inputs (α, β,
 // every candidate's prediction and statistics, the front, the explored
-// measurements) and, followup_steps later, the then-measured step time
-// (with the prediction's and the measurement's base and exposed sync). Each
+// measurements) and a follow-up: the mean step time of the followup_steps
+// steps after the 10 the detectors calibrate on, against the prediction,
+// both split into base and exposed sync. Each
 // rank appends its plan changes to <run>/rank<r>/plans.jsonl.
 // α comes from a short probe at start (1 and 4 KB messages, at most 0.5 s),
 // β from the collectives of the first steps (the initial plan's), or from the
