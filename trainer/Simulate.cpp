@@ -201,9 +201,10 @@ int simulateCommand(const SimulateArgs& args) {
 
   if (!args.validate.empty()) {
     md << "\n## Validation against measured runs\n\n"
-       << "Each row: a plan a run's controller settled on; predicted = that run's base step + this run's "
-          "measured encode/decode of the plan + the α-β cost at that run's N, α and β; measured = the mean step "
-          "time of the following steps (decisions.jsonl follow-up). Base and exposed sync, predicted / "
+       << "Each row: a plan a run's controller settled on; predicted = that run's base step + the part of this "
+          "run's measured encode/decode of the plan and the α-β cost at that run's N, α and β that its decision's "
+          "bucket timings leave exposed after backward; measured = the mean step time of the following steps "
+          "(decisions.jsonl follow-up). Base and exposed sync, predicted / "
           "measured: the step without the training thread's wait for the sync after backward, and that wait "
           "(n/a: a log from before the follow-ups recorded them).\n\n"
        << "| run | N | plan | predicted (ms) | measured (ms) | error | base (ms) | exposed sync (ms) |\n"

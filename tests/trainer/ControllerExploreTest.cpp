@@ -23,15 +23,18 @@ using namespace gradzip;
 
 namespace {
 
-std::vector<nlohmann::json> decisions(const std::string& dir) {
+// The records of one event ("decision", "followup") in dir/decisions.jsonl.
+std::vector<nlohmann::json> events(const std::string& dir, const std::string& event) {
   std::vector<nlohmann::json> out;
   std::ifstream in(dir + "/decisions.jsonl");
   for (std::string line; std::getline(in, line);) {
     auto r = nlohmann::json::parse(line);
-    if (r["event"] == "decision") out.push_back(r);
+    if (r["event"] == event) out.push_back(r);
   }
   return out;
 }
+
+std::vector<nlohmann::json> decisions(const std::string& dir) { return events(dir, "decision"); }
 
 // Real steps of a 784-64-10 MLP (one bucket of 50890 floats, above
 // small_bucket_kb) on random data, with step times that depend only on the
@@ -225,12 +228,7 @@ TEST(ControllerExplore, TheFollowupSplitsPredictionAndMeasurementIntoBaseAndExpo
   const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 2, followup_steps: 3", {}, kSparseOnly,
                         0, {}, "[engine, allgather]", {}, 15);
   ASSERT_TRUE(runs(e.decision["chosen"], "topkc")) << e.decision.dump();
-  std::vector<nlohmann::json> followups;
-  std::ifstream in(dir.path() + "/decisions.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto r = nlohmann::json::parse(line);
-    if (r["event"] == "followup") followups.push_back(r);
-  }
+  const auto followups = events(dir.path(), "followup");
   ASSERT_EQ(followups.size(), 1u);
   const auto& f = followups[0];
   EXPECT_EQ(f["decision_step"], 5) << f.dump();
