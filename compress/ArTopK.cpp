@@ -2,6 +2,7 @@
 #include "compress/ArTopK.h"
 
 #include "compress/FloatWire.h"
+#include "compress/TopKSelect.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -56,10 +57,10 @@ Payload ArTopK::encode(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   checkNonEmpty(x, name());
   ScopedPhase s(ctx.times, &PhaseTimes::encode);
-  at::Tensor ix = std::get<1>(at::topk(x.abs(), opts_.k(x.numel()), 0, true, /*sorted=*/false));
+  at::Tensor ix = largestMagnitudes(x, opts_.k(x.numel()));  // int32, ascending
   Payload p;
   p.tensors.push_back(x.index_select(0, ix));
-  p.tensors.push_back(ix.to(at::kInt));
+  p.tensors.push_back(ix);
   if (opts_.mode == "var") p.tensors.push_back(p.tensors[0].square().sum().reshape({1}));
   return p;
 }

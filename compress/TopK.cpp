@@ -3,6 +3,7 @@
 #include "compress/TopK.h"
 
 #include "compress/FloatWire.h"
+#include "compress/TopKSelect.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -55,10 +56,10 @@ Payload TopK::encode(const at::Tensor& x, Context& ctx) {
   checkNonEmpty(x, name());
   ScopedPhase s(ctx.times, &PhaseTimes::encode);
   const int64_t k = opts_.k(x.numel());
-  at::Tensor ix = std::get<1>(at::topk(x.abs(), k, 0, /*largest=*/true, /*sorted=*/false));
+  at::Tensor ix = largestMagnitudes(x, k);  // int32, ascending
   Payload p;
   p.tensors.push_back(x.index_select(0, ix).to(opts_.values));
-  p.tensors.push_back(ix.to(at::kInt));
+  p.tensors.push_back(ix);
   return p;
 }
 
