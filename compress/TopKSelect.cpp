@@ -21,7 +21,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define GZ_TOPK_AVX512 1
+#define GZ_TOPK_X86 1
 #endif
 
 namespace gradzip::compress {
@@ -57,7 +57,7 @@ int64_t writeIndices(const float* x, int64_t d, uint32_t t, int64_t ties, int32_
   return n;
 }
 
-#ifdef GZ_TOPK_AVX512
+#ifdef GZ_TOPK_X86
 __attribute__((target("avx512f"))) inline __m512i keys16(const float* x, __mmask16 lanes) {
   return _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, x)), _mm512_set1_epi32(0x7FFFFFFF));
 }
@@ -202,7 +202,7 @@ at::Tensor largestMagnitudes(const at::Tensor& x, int64_t k) {
 
   // Pass 2 and the exact threshold t, the want-th largest key of the bin.
   std::vector<uint32_t> keys(size_t(inBin + kSpare));
-#ifdef GZ_TOPK_AVX512
+#ifdef GZ_TOPK_X86
   const bool w512 = simd::haveAvx512(), w256 = simd::haveAvx2();
   const int64_t got = w512   ? gatherBin512(p, d, bin, keys.data())
                       : w256 ? gatherBin256(p, d, bin, keys.data())
@@ -218,7 +218,7 @@ at::Tensor largestMagnitudes(const at::Tensor& x, int64_t k) {
   // Pass 3.
   at::Tensor out = at::empty({k + kSpare}, options);
   int32_t* o = out.data_ptr<int32_t>();
-#ifdef GZ_TOPK_AVX512
+#ifdef GZ_TOPK_X86
   const int64_t ties = want - greater;
   const int64_t n = w512   ? writeIndices512(p, d, t, ties, o)
                     : w256 ? writeIndices256(p, d, t, ties, o)
