@@ -1,6 +1,7 @@
 // Implements compress/Hadamard.h. The butterflies run block-local first (a
 // cache-sized tile finishes all its small strides before the next tile), then
-// the large strides sweep the whole vector; both loops vectorise.
+// the large strides sweep the whole vector, four, three or two levels a sweep
+// on register columns where the CPU has AVX2 or AVX-512; all loops vectorise.
 #include "compress/Hadamard.h"
 
 #include "compress/CounterRng.h"
@@ -96,11 +97,66 @@ __attribute__((target("avx2,fma"))) void columns512(float* x, int64_t n) {
     }
 }
 
+// log2(N) levels, strides h .. h·N/2 (h a multiple of 16), of every N·h-float
+// group of x[0, n) in one pass: per 16-float column c of a group, the N
+// registers at c + h·r run registerLevels<N> (register stride s is element
+// stride h·s). Each pair sees the same operations in the same order as in
+// `butterflies`, so the result is the same bits, from a third or a quarter of
+// the passes over a vector too large for the cache.
+template <int N>
+__attribute__((target("avx512f"))) void columns512(float* x, int64_t n, int64_t h) {
+  for (int64_t g = 0; g < n; g += N * h)
+    for (int64_t c = 0; c < h; c += 16) {
+      __m512 v[N];
+#pragma GCC unroll 16
+      for (int r = 0; r < N; ++r) v[r] = _mm512_loadu_ps(x + g + c + h * r);
+      fwht::registerLevels<N>(v);
+#pragma GCC unroll 16
+      for (int r = 0; r < N; ++r) _mm512_storeu_ps(x + g + c + h * r, v[r]);
+    }
+}
+
+// columns512 with AVX2: 8-float columns (h a multiple of 8).
+template <int N>
+__attribute__((target("avx2,fma"))) void columns256(float* x, int64_t n, int64_t h) {
+  for (int64_t g = 0; g < n; g += N * h)
+    for (int64_t c = 0; c < h; c += 8) {
+      __m256 v[N];
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r) v[r] = _mm256_loadu_ps(x + g + c + h * r);
+      fwht::registerLevels<N>(v);
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r) _mm256_storeu_ps(x + g + c + h * r, v[r]);
+    }
+}
+
 // Strides 1 .. 4 of every 8-float group of x[0, n).
 __attribute__((target("avx2,fma"))) void smallStrides256(float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, fwht::strides1to4(_mm256_loadu_ps(x + i)));
 }
 #endif
+
+// Strides [from, to) of x[0, n) (n a multiple of `to`; from a power of two
+// >= 16): several levels per pass where the CPU has AVX2 or AVX-512 (four,
+// else three, else two), the plain loop elsewhere.
+void largeStrides(float* x, int64_t n, int64_t from, int64_t to) {
+  int64_t h = from;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (simd::haveAvx512()) {
+    for (; h * 2 < to; h *= (h * 16 <= to ? 16 : h * 8 <= to ? 8 : 4)) {
+      if (h * 16 <= to) columns512<16>(x, n, h);
+      else if (h * 8 <= to) columns512<8>(x, n, h);
+      else columns512<4>(x, n, h);
+    }
+  } else if (simd::haveAvx2()) {
+    for (; h * 2 < to; h *= (h * 8 <= to ? 8 : 4)) {
+      if (h * 8 <= to) columns256<8>(x, n, h);
+      else columns256<4>(x, n, h);
+    }
+  }
+#endif
+  if (h < to) butterflies(x, n, h, to);
+}
 
 // All strides in [1, tile) of x[0, n) (n a multiple of tile).
 void tileButterflies(float* x, int64_t n, int64_t tile) {
@@ -125,7 +181,7 @@ void tileButterflies(float* x, int64_t n, int64_t tile) {
     done = 8;
   }
   if (done > 1) {
-    for (int64_t t = 0; t < n; t += tile) butterflies(x + t, tile, done, tile);
+    for (int64_t t = 0; t < n; t += tile) largeStrides(x + t, tile, done, tile);
     return;
   }
 #endif
@@ -193,7 +249,7 @@ void fwhtInPlace(float* x, int64_t n, int64_t block) {
   at::parallel_for(0, n / tile, 1, [&](int64_t b, int64_t e) { tileButterflies(x + b * tile, (e - b) * tile, tile); });
   if (block > tile) {
     at::parallel_for(0, n / block, 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) butterflies(x + t * block, block, tile, block);
+      for (int64_t t = b; t < e; ++t) largeStrides(x + t * block, block, tile, block);
     });
   }
 }
@@ -211,13 +267,7 @@ RandomizedHadamard::RandomizedHadamard(int64_t d, int blockLog2) : d_(d) {
   }
 }
 
-at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed) const {
-  GZ_CHECK(x.dim() == 1 && x.numel() == d_ && x.scalar_type() == at::kFloat,
-           "RandomizedHadamard::forward: expected float32 [{}], got {} elements", d_, x.numel());
-  const auto xc = x.cpu().contiguous();
-  const float* src = xc.data_ptr<float>();
-  auto out = at::empty({padded_}, at::kFloat);
-  float* v = out.data_ptr<float>();
+void RandomizedHadamard::forwardUnscaled(const float* src, uint64_t sharedSeed, float* v) const {
   // D·pad(x) in one pass: x copied with its signs, then the zero padding, whose
   // zeros take D's flips too.
   at::parallel_for(0, (padded_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
@@ -227,25 +277,35 @@ at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed)
     applyRandomSigns(v + mid, mid, hi, sharedSeed, v + mid);
   });
   fwhtInPlace(v, padded_, block_);
+}
+
+at::Tensor RandomizedHadamard::forward(const at::Tensor& x, uint64_t sharedSeed) const {
+  GZ_CHECK(x.dim() == 1 && x.numel() == d_ && x.scalar_type() == at::kFloat,
+           "RandomizedHadamard::forward: expected float32 [{}], got {} elements", d_, x.numel());
+  const auto xc = x.cpu().contiguous();
+  auto out = at::empty({padded_}, at::kFloat);
+  forwardUnscaled(xc.data_ptr<float>(), sharedSeed, out.data_ptr<float>());
   out.mul_(1.0 / std::sqrt(static_cast<double>(block_)));  // orthonormal H = H_unnormalised / sqrt(B)
   return out;
+}
+
+void RandomizedHadamard::inverseInPlace(float* v, uint64_t sharedSeed, float* o) const {
+  fwhtInPlace(v, padded_, block_);
+  // The orthonormal scale and D on the first d coordinates, in one pass into the result
+  // (the same float products as a mul_ over the whole vector, then the sign flips).
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_)));
+  at::parallel_for(0, (d_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * 64, hi = std::min(d_, e * 64);
+    applyRandomSigns(v + lo, lo, hi, sharedSeed, o + lo, scale);
+  });
 }
 
 at::Tensor RandomizedHadamard::inverse(const at::Tensor& y, uint64_t sharedSeed) const {
   GZ_CHECK(y.dim() == 1 && y.numel() == padded_ && y.scalar_type() == at::kFloat,
            "RandomizedHadamard::inverse: expected float32 [{}], got {} elements", padded_, y.numel());
   auto work = y.cpu().contiguous().clone();
-  float* v = work.data_ptr<float>();
-  fwhtInPlace(v, padded_, block_);
-  // The orthonormal scale and D on the first d coordinates, in one pass into the result
-  // (the same float products as a mul_ over the whole vector, then the sign flips).
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_)));
   auto out = at::empty({d_}, at::kFloat);
-  float* o = out.data_ptr<float>();
-  at::parallel_for(0, (d_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
-    const int64_t lo = b * 64, hi = std::min(d_, e * 64);
-    applyRandomSigns(v + lo, lo, hi, sharedSeed, o + lo, scale);
-  });
+  inverseInPlace(work.data_ptr<float>(), sharedSeed, out.data_ptr<float>());
   return out;
 }
 

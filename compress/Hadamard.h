@@ -46,6 +46,14 @@ class RandomizedHadamard {
   // of D·H·y (the padding positions are dropped).
   at::Tensor inverse(const at::Tensor& y, uint64_t sharedSeed) const;
 
+  // The same two transforms on caller-owned buffers, for kernels that fold the
+  // orthonormal scale into their own pass (compress/ThcTableKernels.h).
+  // out[0, paddedDim()) = H·D·pad(x) without the 1/sqrt(B): forward() is this
+  // times float(1/sqrt(B)). x holds dim() floats.
+  void forwardUnscaled(const float* x, uint64_t sharedSeed, float* out) const;
+  // out[0, dim()) = inverse() of y[0, paddedDim()), bit for bit; y is overwritten.
+  void inverseInPlace(float* y, uint64_t sharedSeed, float* out) const;
+
  private:
   int64_t d_, padded_, block_;
 };

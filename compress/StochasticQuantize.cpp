@@ -39,7 +39,7 @@ void quantizeTableRange(const float* __restrict y, int64_t b, int64_t e, const u
     const float lo = static_cast<float>(table[z]);
     const float hi = static_cast<float>(table[z + 1]);
     // Round up with probability (v − lo)/(hi − lo): u < that fraction.
-    const bool up = uniform01(seed, static_cast<uint64_t>(offset + k)) * (hi - lo) < (v - lo);
+    const bool up = uniform01Half(seed, static_cast<uint64_t>(offset + k)) * (hi - lo) < (v - lo);
     codes[k] = static_cast<uint8_t>(z + (up ? 1 : 0));
   }
 }

@@ -22,12 +22,18 @@ class TableQuantizer {
   const std::vector<int>& table() const { return table_; }
 
   // y[k] (k < n) must lie in [0, g] (callers clamp). Writes the index z of the
-  // chosen value into codes[k]; noise: uniform01(seed, offset + k).
+  // chosen value into codes[k]: with c = min(floor(y), g − 1), z = cells()[c],
+  // up iff u·(T(z+1) − T(z)) < y − T(z) in float, u = uniform01Half(seed,
+  // offset + k) (half a counter word per coordinate, as quantizeUniform).
+  // THC's fused kernel (compress/ThcTableKernels.h) computes exactly this.
   void quantize(const float* y, int64_t n, uint64_t seed, int64_t offset, uint8_t* codes) const;
+
+  // cells()[c]: z with T(z) <= c < T(z+1), for c in [0, g).
+  const std::vector<uint8_t>& cells() const { return cell_; }
 
  private:
   std::vector<int> table_;
-  std::vector<uint8_t> cell_;  // cell_[c]: z with T(z) <= c < T(z+1), c in [0, g)
+  std::vector<uint8_t> cell_;
 };
 
 // Uniform SQ of y to floor(y) or floor(y)+1 with the 24-bit uniform integer

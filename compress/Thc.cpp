@@ -8,6 +8,7 @@
 #include "compress/SimdKernels.h"
 #include "compress/StochasticQuantize.h"
 #include "compress/ThcKernels.h"
+#include "compress/ThcTableKernels.h"
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 
@@ -145,13 +146,13 @@ at::Tensor Thc::blockNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
   // The RHT is orthonormal per block, so a block's norm after rotation equals
   // the norm of the zero-padded block before it (THC §5.2 opt. 1: the norm round
   // runs in parallel with the transform).
-  auto padded = at::zeros({rht.paddedDim()}, at::kFloat);
-  padded.narrow(0, 0, x.numel()).copy_(x);
-  return padded.view({rht.numBlocks(), rht.blockSize()}).to(at::kDouble).norm(2, {1}).to(at::kFloat).contiguous();
+  at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
+  requireFinite(thc::blockNorms(x.data_ptr<float>(), rht, norms.data_ptr<float>()), "thc");
+  return norms;
 }
 
 Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& range, const RandomizedHadamard& rht,
-                             int n, uint64_t privateSeed) const {
+                             uint64_t privateSeed) const {
   const int64_t dp = rht.paddedDim(), B = rht.blockSize();
   Quantized q;
   q.range = range.contiguous();
@@ -161,51 +162,22 @@ Thc::Quantized Thc::quantize(const at::Tensor& rotated, const at::Tensor& range,
   float* X = q.values.data_ptr<float>();
   auto y = at::empty({dp}, at::kFloat);
   float* Y = y.data_ptr<float>();
-
-  if (options_.deployment == "ps") {
-    const int g = granularityFor(n);
-    const auto& table = options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
-                                                      : cachedThcTable(options_.bits, g, options_.p,
-                                                                       options_.symmetricTable).values;
-    // Alg. 2 lines 8–9 in grid units: y = (clamp(x) − m)·g/(M − m) ∈ [0, g].
-    at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
-      forBlockRuns(b, e, B, [&](int64_t lo, int64_t hi, float m) {
-        if (m > 0) {
-          const float scale = static_cast<float>(g) / (2 * m);
-          for (int64_t i = lo; i < hi; ++i) {
-            const float v = std::min(std::max(R[i], -m), m);
-            Y[i] = std::min(std::max((v + m) * scale, 0.0f), static_cast<float>(g));
-          }
-        } else {
-          std::fill(Y + lo, Y + hi, 0.5f * g);  // an all-zero block: every value decodes to 0
-        }
-      }, M);
-    });
-    q.codes = at::empty({dp}, at::kByte);
-    TableQuantizer(table).quantize(Y, dp, privateSeed, 0, q.codes.data_ptr<uint8_t>());
-    const uint8_t* Z = q.codes.data_ptr<uint8_t>();
-    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
-      const float step = 2 * m / g;
-      for (int64_t i = lo; i < hi; ++i) X[i] = -m + static_cast<float>(table[Z[i]]) * step;  // Q = {m + T[z]·(M−m)/g}
+  const int L = (1 << (options_.bits - 1)) - 1;
+  // §3.2.2: signed zero-centred codes, y = clamp(x)·L/M ∈ [−L, L].
+  at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
+    forBlockRuns(b, e, B, [&](int64_t lo, int64_t hi, float m) {
+      const float scale = m > 0 ? static_cast<float>(L) / m : 0.0f;
+      for (int64_t i = lo; i < hi; ++i)
+        Y[i] = m > 0 ? std::min(std::max(R[i] * scale, static_cast<float>(-L)), static_cast<float>(L)) : 0.0f;
     }, M);
-  } else {
-    const int L = (1 << (options_.bits - 1)) - 1;
-    // §3.2.2: signed zero-centred codes, y = clamp(x)·L/M ∈ [−L, L].
-    at::parallel_for(0, dp, 16384, [&](int64_t b, int64_t e) {
-      forBlockRuns(b, e, B, [&](int64_t lo, int64_t hi, float m) {
-        const float scale = m > 0 ? static_cast<float>(L) / m : 0.0f;
-        for (int64_t i = lo; i < hi; ++i)
-          Y[i] = m > 0 ? std::min(std::max(R[i] * scale, static_cast<float>(-L)), static_cast<float>(L)) : 0.0f;
-      }, M);
-    });
-    q.codes = at::empty({dp}, at::kInt);
-    int32_t* C = q.codes.data_ptr<int32_t>();
-    quantizeUniform(Y, dp, privateSeed, 0, C);
-    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
-      const float step = m / L;
-      for (int64_t i = lo; i < hi; ++i) X[i] = static_cast<float>(C[i]) * step;
-    }, M);
-  }
+  });
+  q.codes = at::empty({dp}, at::kInt);
+  int32_t* C = q.codes.data_ptr<int32_t>();
+  quantizeUniform(Y, dp, privateSeed, 0, C);
+  forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
+    const float step = m / L;
+    for (int64_t i = lo; i < hi; ++i) X[i] = static_cast<float>(C[i]) * step;
+  }, M);
   return q;
 }
 
@@ -216,20 +188,39 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   float* o = out.data_ptr<float>();
   const int32_t* s = sums.data_ptr<int32_t>();
   const float* M = range.data_ptr<float>();
-  if (options_.deployment == "ps") {
-    // Alg. 2 lines 16–17: m + (Y/n)·(M − m)/g.
-    const float g = static_cast<float>(granularityFor(n));
-    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
-      const float step = 2 * m / g;
-      for (int64_t i = lo; i < hi; ++i) o[i] = -m + (static_cast<float>(s[i]) / n) * step;
-    }, M);
-  } else {
-    const float L = static_cast<float>((1 << (options_.bits - 1)) - 1);
-    forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
-      const float step = m / L;
-      for (int64_t i = lo; i < hi; ++i) o[i] = (static_cast<float>(s[i]) / n) * step;
-    }, M);
-  }
+  const float L = static_cast<float>((1 << (options_.bits - 1)) - 1);
+  forBlockRuns(0, dp, B, [&](int64_t lo, int64_t hi, float m) {
+    const float step = m / L;
+    for (int64_t i = lo; i < hi; ++i) o[i] = (static_cast<float>(s[i]) / n) * step;
+  }, M);
+  return out;
+}
+
+const TableQuantizer& Thc::tableFor(int n) {
+  const int g = granularityFor(n);
+  if (!table_ || table_->granularity() != g)
+    table_ = std::make_unique<TableQuantizer>(
+        options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
+                                      : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values);
+  return *table_;
+}
+
+at::Tensor Thc::rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,
+                                 Context& ctx) {
+  const int64_t dp = rht.paddedDim();
+  rotated_.resize(static_cast<size_t>(dp));
+  rht.forwardUnscaled(x.data_ptr<float>(), ctx.sharedSeed(), rotated_.data());
+  at::Tensor codes = simd::reusableBuffer(codeCache_, packedBytes(dp, options_.bits), at::kByte);
+  // RandomizedHadamard::forward's orthonormal scale, applied inside the pass.
+  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rht.blockSize())));
+  thc::quantizeTablePack(rotated_.data(), dp, rht.blockSize(), range.data_ptr<float>(), inv, tableFor(n),
+                         options_.bits, ctx.privateSeed(), codes.data_ptr<uint8_t>());
+  return codes;
+}
+
+at::Tensor Thc::inverseOfRotated(const RandomizedHadamard& rht, uint64_t sharedSeed, at::Tensor& cache) {
+  at::Tensor out = simd::reusableBuffer(cache, rht.dim(), at::kFloat);
+  rht.inverseInPlace(rotated_.data(), sharedSeed, out.data_ptr<float>());
   return out;
 }
 
@@ -245,15 +236,9 @@ at::Tensor Thc::blockMaxima(const at::Tensor& rotated, const RandomizedHadamard&
   return rotated.view({rht.numBlocks(), rht.blockSize()}).abs().amax(1).contiguous();
 }
 
-at::Tensor Thc::allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
-  at::Tensor norms = at::empty({rht.numBlocks()}, at::kFloat);
-  requireFinite(thc::blockNorms(x.data_ptr<float>(), rht, norms.data_ptr<float>()), "thc");
-  return norms;
-}
-
 Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
-  if (options_.deployment == "allreduce" && x.is_cpu() && !maxRange()) {
-    checkGradientLayout(x, "thc");  // finiteness: checked inside the rotation pass
+  if (x.is_cpu() && !maxRange()) {
+    checkGradientLayout(x, "thc");  // finiteness: checked in the block norms' pass (blockNorms)
   } else {
     checkGradient(x, "thc");
   }
@@ -282,13 +267,23 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
     p.tensors.push_back(words);
     return p;
   }
-  checkGradient(x, "thc");
+  if (x.is_cpu() && !maxRange())
+    checkGradientLayout(x, "thc");  // finiteness: checked in the block norms' pass (blockNorms)
+  else
+    checkGradient(x, "thc");
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
   ScopedPhase timer(ctx.times, &PhaseTimes::encode);
-  auto xc = x.cpu();
+  const auto xc = x.cpu().contiguous();
   const auto rht = rotation(x.numel());
   // The payload's first tensor is what the decoder needs for M: the block norms
   // (THC's range), or the block maxima themselves (range: max).
+  Payload p;
+  if (options_.deployment == "ps") {
+    const at::Tensor norms = blockNorms(xc, rht);
+    p.tensors.push_back(norms);
+    p.tensors.push_back(rotateQuantizePs(xc, rangeOf(norms, rht), rht, 1, ctx));
+    return p;
+  }
   at::Tensor header, range;
   const at::Tensor rotated = rht.forward(xc, ctx.sharedSeed());
   if (maxRange()) {
@@ -297,13 +292,9 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
     header = blockNorms(xc, rht);
     range = rangeOf(header, rht);
   }
-  auto q = quantize(rotated, range, rht, 1, ctx.privateSeed());
-  Payload p;
+  auto q = quantize(rotated, range, rht, ctx.privateSeed());
   p.tensors.push_back(header);
-  if (options_.deployment == "ps")
-    p.tensors.push_back(packBits(q.codes, options_.bits));
-  else
-    p.tensors.push_back(SaturatingPackedSum::pack(q.codes, fieldBits()));
+  p.tensors.push_back(SaturatingPackedSum::pack(q.codes, fieldBits()));
   return p;
 }
 
@@ -326,21 +317,18 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
     return thc::unpackInverse(p.tensors[1], ranges_.data(), rht, options_.bits, fieldBits(), 1, ctx.sharedSeed(),
                               scratch_, meanCache_);
   }
-  auto range = rangeOf(p.tensors[0], rht);
-  at::Tensor sums;
+  const auto range = rangeOf(p.tensors[0], rht);
   if (options_.deployment == "ps") {
-    const int g = granularityFor(1);
-    const auto& table = options_.variant == "uniform"
-                            ? uniformThcTable(options_.bits, options_.p).values
-                            : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values;
-    const auto z = unpackBits(p.tensors[1], options_.bits, rht.paddedDim(), at::kByte);
-    const uint8_t* zp = z.data_ptr<uint8_t>();
-    sums = at::empty({rht.paddedDim()}, at::kInt);
-    int32_t* sp = sums.data_ptr<int32_t>();
-    for (int64_t i = 0; i < rht.paddedDim(); ++i) sp[i] = table[zp[i]];  // T[z], as the owner's lookup-and-add
-  } else {
-    sums = SaturatingPackedSum::unpack(p.tensors[1], fieldBits(), rht.paddedDim());
+    const at::Tensor codes = p.tensors[1].cpu().contiguous();
+    GZ_CHECK(codes.scalar_type() == at::kByte && codes.numel() == packedBytes(rht.paddedDim(), options_.bits),
+             "thc: malformed payload for d = {}: {} code bytes, expected {}", d, codes.numel(),
+             packedBytes(rht.paddedDim(), options_.bits));
+    rotated_.resize(static_cast<size_t>(rht.paddedDim()));
+    thc::dequantizeCodes(codes.data_ptr<uint8_t>(), options_.bits, rht.paddedDim(), rht.blockSize(),
+                         range.data_ptr<float>(), tableFor(1), rotated_.data());
+    return inverseOfRotated(rht, ctx.sharedSeed(), meanCache_);
   }
+  const auto sums = SaturatingPackedSum::unpack(p.tensors[1], fieldBits(), rht.paddedDim());
   return rht.inverse(dequantizeSum(sums, range, rht, 1), ctx.sharedSeed());
 }
 

@@ -13,7 +13,8 @@
 // g = 2^b − 1). Workers send b-bit table indices, packed, to the shard owners
 // of a co-located sharded parameter server (compress/ShardedExchange.h); an
 // owner looks them up, adds the integers (range ⟨n·g+1⟩) and returns the sums
-// packed in w = ceil(log2(n·g+1)) bits, so nothing can overflow.
+// packed in w = ceil(log2(n·g+1)) bits, so nothing can overflow. The codec's
+// passes after the rotation are the fused tiles of compress/ThcTableKernels.h.
 //
 // deployment "allreduce" (end-to-end-utility paper §3.2.2): partial rotation
 // (blocks of 2^rotation_block_log2, each with its own range), uniform SQ to
@@ -32,6 +33,7 @@
 
 #include "compress/Compressor.h"
 #include "compress/Hadamard.h"
+#include "compress/StochasticQuantize.h"
 #include "util/Yaml.h"
 
 #include <memory>
@@ -93,29 +95,36 @@ class Thc : public Compressor {
   int fieldBits() const { return options_.aggregationBits > 0 ? options_.aggregationBits : options_.bits; }
 
  private:
-  // One worker's quantised rotated vector for given (global) block norms.
+  // One worker's quantised rotated vector for given (global) block ranges
+  // (allreduce deployment, step by step: range: max and non-CPU input).
   struct Quantized {
-    at::Tensor codes;   // ps: uint8 table indices; allreduce: int32 signed codes
+    at::Tensor codes;   // int32 signed codes
     at::Tensor values;  // X_i: the quantised rotated vector, float32 [paddedDim]
     at::Tensor range;   // M per block, float32 [numBlocks]
   };
   RandomizedHadamard rotation(int64_t d) const;
+  // Block norms of x (contiguous CPU float32), rejecting non-finite x (UserError).
   static at::Tensor blockNorms(const at::Tensor& x, const RandomizedHadamard& rht);
   // range: M per block (rangeOf the norms, or the block maxima with range: max).
   Quantized quantize(const at::Tensor& rotated, const at::Tensor& range, const RandomizedHadamard& rht,
-                     int n, uint64_t privateSeed) const;
-  // Rotated-domain mean from the aggregate of n workers: ps sums Y (int32
-  // table-value sums), allreduce sums S (int32 saturated codes).
+                     uint64_t privateSeed) const;
+  // Rotated-domain mean from n workers' int32 saturated code sums S.
   at::Tensor dequantizeSum(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
                            int n) const;
+  // ps: THC's table for g = granularityFor(n), built once per g.
+  const TableQuantizer& tableFor(int n);
+  // ps, Alg. 2 lines 7–11: R = RHT(x) into rotated_, then its packed b-bit
+  // table indices for `range` (compress/ThcTableKernels.h).
+  at::Tensor rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,
+                              Context& ctx);
+  // ps: RHT⁻¹ of rotated_ (overwritten) into a float32 [d] tensor (`cache` reused when free).
+  at::Tensor inverseOfRotated(const RandomizedHadamard& rht, uint64_t sharedSeed, at::Tensor& cache);
   Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
   Aggregated aggregateAllReduce(const at::Tensor& x, Context& ctx);
   // THC Alg. 3, M = t_p · l / sqrt(B) per block (float32 [numBlocks]):
   // float(double(l) · rangeScale) with rangeScale = t_p / sqrt(B) in double.
   double rangeScale(const RandomizedHadamard& rht) const;
   at::Tensor rangeOf(const at::Tensor& norms, const RandomizedHadamard& rht) const;
-  // allreduce deployment on CPU: block norms, rejecting non-finite x (UserError).
-  at::Tensor allReduceNorms(const at::Tensor& x, const RandomizedHadamard& rht);
   // range: max: the largest |R| of each block of the rotated vector (float32 [numBlocks]).
   static at::Tensor blockMaxima(const at::Tensor& rotated, const RandomizedHadamard& rht);
   // allreduce with range: max, after the rotation (Aggregated as aggregateAllReduce).
@@ -129,6 +138,11 @@ class Thc : public Compressor {
   // caller holds them (simd::reusableBuffer).
   std::vector<float> scratch_, ranges_;
   at::Tensor wordCache_, meanCache_, appliedCache_, normCache_;
+  // ps: the rotated vector (paddedDim floats), reused for the decoded ones;
+  // the table; the packed uplink codes.
+  std::vector<float> rotated_;
+  std::unique_ptr<TableQuantizer> table_;
+  at::Tensor codeCache_;
 };
 
 }  // namespace gradzip::compress

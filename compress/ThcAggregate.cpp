@@ -8,6 +8,7 @@
 #include "compress/ShardedExchange.h"
 #include "compress/Thc.h"
 #include "compress/ThcKernels.h"
+#include "compress/ThcTableKernels.h"
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 
@@ -51,28 +52,31 @@ at::Tensor saturatingSum(const at::Tensor& words, int b, Context& ctx, int64_t* 
 
 }  // namespace
 
-Aggregated Thc::aggregatePs(const at::Tensor& x, Context& ctx) {
+Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
   const int b = options_.bits;
   const int g = granularityFor(n);
   const int w = downlinkBits(n);
-  const auto& table = options_.variant == "uniform" ? uniformThcTable(b, options_.p).values
-                                                    : cachedThcTable(b, g, options_.p, options_.symmetricTable).values;
-  auto xc = x.cpu();
+  const TableQuantizer& table = tableFor(n);
+  const auto x = xIn.cpu().contiguous();
   const auto rht = rotation(x.numel());
-  auto norms = maxNorms(blockNorms(xc, rht), ctx);
+  at::Tensor norms;
+  {
+    ScopedPhase t(ctx.times, &PhaseTimes::encode);
+    norms = blockNorms(x, rht);
+  }
+  const at::Tensor range = rangeOf(maxNorms(norms, ctx), rht);
 
-  Quantized q;
+  at::Tensor codes;
   std::vector<at::Tensor> uplink(n);
-  const auto off = shardOffsets(rht.paddedDim() / 8, n);  // shards of whole 8-code groups: packing is exact
+  const auto off = shardOffsets(rht.paddedDim() / 8, n);  // shards of whole 8-code groups: b bytes each
   std::vector<int64_t> downBytes(n);
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    q = quantize(rht.forward(xc, ctx.sharedSeed()), rangeOf(norms, rht), rht, n, ctx.privateSeed());
+    codes = rotateQuantizePs(x, range, rht, n, ctx);
     for (int j = 0; j < n; ++j) {
-      const int64_t len = (off[j + 1] - off[j]) * 8;
-      uplink[j] = packBits(q.codes.narrow(0, off[j] * 8, len), b);  // Alg. 2 line 11: send Z_i (b bits)
-      downBytes[j] = packedBytes(len, w);
+      uplink[j] = codes.narrow(0, off[j] * b, (off[j + 1] - off[j]) * b);  // Alg. 2 line 11: send Z_i (b bits)
+      downBytes[j] = packedBytes((off[j + 1] - off[j]) * 8, w);
     }
   }
 
@@ -80,13 +84,18 @@ Aggregated Thc::aggregatePs(const at::Tensor& x, Context& ctx) {
   {
     ScopedPhase t(ctx.times, &PhaseTimes::communicate);
     const int64_t myLen = (off[me + 1] - off[me]) * 8;
+    const std::vector<int>& T = table.table();
     // Alg. 2 line 13 at the owner: Y = Σ_i T[Z_i], integers in ⟨n·g+1⟩, sent in w bits.
     auto owner = [&](const std::vector<at::Tensor>& recv) {
       std::vector<int32_t> sum(myLen, 0);
+      std::vector<uint8_t> z(myLen);
       for (const auto& bytes : recv) {
-        auto z = unpackBits(bytes, b, myLen, at::kByte);
-        const uint8_t* zp = z.data_ptr<uint8_t>();
-        for (int64_t k = 0; k < myLen; ++k) sum[k] += table[zp[k]];
+        const at::Tensor in = bytes.cpu().contiguous();
+        GZ_CHECK(in.scalar_type() == at::kByte && in.numel() == packedBytes(myLen, b),
+                 "thc: a worker sent {} code bytes for a shard of {} codes (expected {})", in.numel(), myLen,
+                 packedBytes(myLen, b));
+        unpackCodes(in.data_ptr<uint8_t>(), b, myLen, z.data());
+        for (int64_t k = 0; k < myLen; ++k) sum[k] += T[z[k]];
       }
       return packBits(at::from_blob(sum.data(), {myLen}, at::kInt), w);
     };
@@ -94,12 +103,22 @@ Aggregated Thc::aggregatePs(const at::Tensor& x, Context& ctx) {
   }
 
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
-  std::vector<at::Tensor> parts;
-  for (int j = 0; j < n; ++j) parts.push_back(unpackBits(down[j], w, (off[j + 1] - off[j]) * 8, at::kInt));
-  auto sums = at::cat(parts).contiguous();
+  // mean = RHT⁻¹(m + (Y/n)·(M − m)/g) (Alg. 2 lines 16–17); localApplied = RHT⁻¹(X_i).
+  float* v = rotated_.data();
+  for (int j = 0; j < n; ++j) {
+    const int64_t len = (off[j + 1] - off[j]) * 8;
+    const at::Tensor in = down[j].cpu().contiguous();
+    GZ_CHECK(in.scalar_type() == at::kByte && in.numel() == packedBytes(len, w),
+             "thc: shard owner {} returned {} sum bytes for {} coordinates (expected {})", j, in.numel(), len,
+             packedBytes(len, w));
+    thc::dequantizeSums(in.data_ptr<uint8_t>(), w, off[j] * 8, len, rht.blockSize(), range.data_ptr<float>(), n, g,
+                        v + off[j] * 8);
+  }
   Aggregated r;
-  r.mean = rht.inverse(dequantizeSum(sums, q.range, rht, n), ctx.sharedSeed()).to(x.device());
-  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(x.device());  // RHT⁻¹(X_i)
+  r.mean = inverseOfRotated(rht, ctx.sharedSeed(), meanCache_).to(xIn.device());
+  thc::dequantizeCodes(codes.data_ptr<uint8_t>(), b, rht.paddedDim(), rht.blockSize(), range.data_ptr<float>(), table,
+                       v);
+  r.localApplied = inverseOfRotated(rht, ctx.sharedSeed(), appliedCache_).to(xIn.device());
   return r;
 }
 
@@ -113,7 +132,7 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
     // Block norms (the rotation keeps them, THC §5.2 opt. 1); rejects
     // non-finite x before anything is sent.
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    norms = allReduceNorms(x, rht);
+    norms = blockNorms(x, rht);
   }
   const at::Tensor range = rangeOf(maxNorms(norms, ctx), rht);
   {
@@ -157,7 +176,7 @@ Aggregated Thc::aggregateAllReduceMax(const at::Tensor& xIn, Context& ctx) {
   at::Tensor words;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    q = quantize(rotated, range, rht, n, ctx.privateSeed());
+    q = quantize(rotated, range, rht, ctx.privateSeed());
     words = SaturatingPackedSum::pack(q.codes, b);
   }
   int64_t saturated = 0;

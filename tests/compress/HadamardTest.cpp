@@ -77,7 +77,9 @@ TEST(Hadamard, PartialRotationRotatesBlocksSeparately) {
 // butterfly definition bit for bit, for blocks from 8 to 2^14.
 TEST(Hadamard, FastTransformEqualsPlainButterfliesBitForBit) {
   testing::forEachSimdLevel([&] {
-    for (int64_t block : {8, 16, 64, 256, 512, 1024, 4096, 16384}) {
+    // Blocks above 4096 take the large strides 2 (16384), 3, 4, 7 and 8 levels
+    // (columns of 4, 8, 16, 16 + 8 and 16 + 16 registers) at a time.
+    for (int64_t block : {8, 16, 64, 256, 512, 1024, 4096, 16384, 32768, 65536, 1 << 19, 1 << 20}) {
       const int64_t n = 2 * std::max<int64_t>(block, 4096);
       at::Tensor x = at::randn({n});
       at::Tensor ref = x.clone();

@@ -9,6 +9,9 @@
 #include "compress/StochasticQuantize.h"
 #include "tests/compress/SimdLevels.h"
 #include "compress/ThcTable.h"
+#include "compress/ThcTableKernels.h"
+#include "compress/BitPack.h"
+#include "compress/Hadamard.h"
 #include "util/Error.h"
 
 #include <gmock/gmock.h>
@@ -241,6 +244,84 @@ TEST(Thc, FusedAllReduceCodecEqualsTheStepByStepPipeline) {
       EXPECT_TRUE(at::equal(got, expect)) << agg << " max diff " << (got - expect).abs().max().item<float>();
     }
   });
+}
+
+// The ps deployment's fused codec (compress/ThcTableKernels.h) against THC
+// Alg. 2 step by step: R = RHT(x) (RandomizedHadamard::forward, the
+// orthonormal scale included), the grid values y, TableQuantizer's SQ,
+// packBits; then X = fma(T[z], 2M/g, −M) and RHT⁻¹. Bit for bit, on every
+// SIMD tier, for tables of 4 and 16 entries with g <= 32 (the AVX-512 tier's
+// register permutes), g = 60 and 256-entry tables (its gathers), uniform
+// tables, full and partial rotation, and all-zero blocks (M = 0: y = g/2).
+TEST(Thc, ParameterServerCodecEqualsTheStepByStepPipeline) {
+  testing::forEachSimdLevel([&] {
+    comm::LocalCommunicator local;
+    Context ctx{local};
+    ctx.seed = 9;
+    ctx.step = 4;
+    const int64_t d = 5003;
+    at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(3)).exp_();
+    x.narrow(0, 0, 600).zero_();  // one whole zero block of 2^9
+    struct Case { int bits, granularity; const char* variant; int blockLog2; };
+    for (const Case& c : {Case{4, 30, "table", 0}, Case{2, 30, "table", 0}, Case{4, 60, "table", 9},
+                          Case{8, 255, "table", 0}, Case{4, 15, "uniform", 9}, Case{3, 30, "table", 9}}) {
+      SCOPED_TRACE(std::to_string(c.bits) + " bits, g " + std::to_string(c.granularity) + ", " + c.variant +
+                   ", blocks 2^" + std::to_string(c.blockLog2));
+      ThcOptions o;
+      o.bits = c.bits;
+      o.granularity = c.granularity;
+      o.variant = c.variant;
+      o.rotationBlockLog2 = c.blockLog2;
+      Thc thc(o);
+      const Payload p = thc.encode(x, ctx);
+      RandomizedHadamard rht(d, c.blockLog2);
+      const int64_t B = rht.blockSize(), dp = rht.paddedDim();
+      const at::Tensor range = (p.tensors[0].to(at::kDouble) * (thcTruncation(o.p) / std::sqrt(double(B))))
+                                   .to(at::kFloat)
+                                   .contiguous();
+      const auto& T = std::string(c.variant) == "uniform"
+                          ? uniformThcTable(c.bits, o.p).values
+                          : cachedThcTable(c.bits, c.granularity, o.p, true).values;
+      const float g = static_cast<float>(T.back());
+      const at::Tensor R = rht.forward(x, ctx.sharedSeed());
+      const float* r = R.data_ptr<float>();
+      std::vector<float> y(dp);
+      for (int64_t i = 0; i < dp; ++i) {
+        const float M = range[i / B].item<float>();
+        y[i] = 0.5f * g;
+        if (M > 0) y[i] = std::min(std::max((std::min(std::max(r[i], -M), M) + M) * (g / (2 * M)), 0.0f), g);
+      }
+      at::Tensor z = at::empty({dp}, at::kByte);
+      TableQuantizer(T).quantize(y.data(), dp, ctx.privateSeed(), 0, z.data_ptr<uint8_t>());
+      EXPECT_TRUE(at::equal(p.tensors[1], packBits(z, c.bits)));
+      at::Tensor X = at::empty({dp});
+      for (int64_t i = 0; i < dp; ++i) {
+        const float M = range[i / B].item<float>();
+        X[i] = std::fma(static_cast<float>(T[z[i].item<uint8_t>()]), 2 * M / g, -M);
+      }
+      const at::Tensor expect = rht.inverse(X, ctx.sharedSeed());
+      const at::Tensor got = thc.decode(p, d, ctx);
+      EXPECT_TRUE(at::equal(got, expect)) << "max diff " << (got - expect).abs().max().item<float>();
+    }
+  });
+}
+
+// The owner's sums come back in w-bit fields per shard: dequantizeSums
+// decodes a shard that starts inside the vector (its blocks' ranges by
+// absolute coordinate) to fma(s/n, 2M/g, −M).
+TEST(Thc, ParameterServerSumsDecodeByAbsoluteCoordinate) {
+  const int n = 3, g = 30, w = 7;  // sums in [0, 90]
+  const int64_t B = 512, first = 1024 + 8 * 37, count = 8 * 300;
+  const std::vector<float> range = {0.5f, 1.25f, 3.0f, 0.0f, 2.0f};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
+  const at::Tensor s = at::randint(0, n * g + 1, {count}, gen, at::kInt);
+  const at::Tensor packed = packBits(s, w);
+  std::vector<float> out(count);
+  thc::dequantizeSums(packed.data_ptr<uint8_t>(), w, first, count, B, range.data(), n, g, out.data());
+  for (int64_t k = 0; k < count; ++k) {
+    const float M = range[(first + k) / B];
+    ASSERT_EQ(out[k], std::fma(static_cast<float>(s[k].item<int32_t>()) / n, 2 * M / g, -M)) << k;
+  }
 }
 
 TEST(Thc, FactoryBuildsBothDeployments) {
