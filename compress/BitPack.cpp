@@ -81,9 +81,9 @@ bool packFrom(const T* src, int64_t n, int bits, uint8_t* dst) {
   return bad;
 }
 
-// 4-bit codes held in bytes, two to a byte, without packFrom's range checks
-// (packCodes' callers guarantee the range), so the loops vectorise: compiled
-// for AVX-512, AVX2 and baseline x86-64.
+// 4- and 2-bit codes held in bytes, two or four to a byte, without packFrom's
+// range checks (packCodes' callers guarantee the range), so the loops
+// vectorise: compiled for AVX-512, AVX2 and baseline x86-64.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GZ_BITPACK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -95,10 +95,47 @@ GZ_BITPACK_CLONES void packNibbles(const uint8_t* __restrict codes, int64_t pair
     dst[w] = static_cast<uint8_t>((codes[2 * w] & 0xF) | (codes[2 * w + 1] << 4));
 }
 
+GZ_BITPACK_CLONES void packCrumbs(const uint8_t* __restrict codes, int64_t quads, uint8_t* __restrict dst) {
+  for (int64_t w = 0; w < quads; ++w)
+    dst[w] = static_cast<uint8_t>((codes[4 * w] & 3) | ((codes[4 * w + 1] & 3) << 2) | ((codes[4 * w + 2] & 3) << 4) |
+                                  (codes[4 * w + 3] << 6));
+}
+
+GZ_BITPACK_CLONES void unpackCrumbs(const uint8_t* __restrict in, int64_t quads, uint8_t* __restrict out) {
+  for (int64_t w = 0; w < quads; ++w)
+    for (int j = 0; j < 4; ++j) out[4 * w + j] = static_cast<uint8_t>((in[w] >> (2 * j)) & 3);
+}
+
 GZ_BITPACK_CLONES void unpackNibbles(const uint8_t* __restrict in, int64_t pairs, uint8_t* __restrict out) {
   for (int64_t w = 0; w < pairs; ++w) {
     out[2 * w] = static_cast<uint8_t>(in[w] & 0xF);
     out[2 * w + 1] = static_cast<uint8_t>(in[w] >> 4);
+  }
+}
+
+// Widths up to 8 bits, eight codes at a time: 8·bits bits are `bits` whole
+// bytes, assembled in a 64-bit word (little-endian, as the byte stream's
+// LSB-first order needs). A group stores all 8 bytes of the word where the
+// stream has room for them (the next groups overwrite the bytes past its
+// own), its own `bits` bytes at the end; reads likewise.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "BitPack's 8-code groups assume little-endian words");
+
+template <typename T>
+void packGroups(const T* __restrict codes, int64_t groups, int bits, uint8_t* __restrict dst) {
+  for (int64_t g = 0; g < groups; ++g) {
+    uint64_t word = 0;
+    for (int j = 0; j < 8; ++j) word |= static_cast<uint64_t>(codes[8 * g + j]) << (j * bits);
+    std::memcpy(dst + g * bits, &word, g * bits + 8 <= groups * bits ? 8 : static_cast<size_t>(bits));
+  }
+}
+
+template <typename T>
+void unpackGroups(const uint8_t* __restrict in, int64_t groups, int bits, T* __restrict out) {
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  for (int64_t g = 0; g < groups; ++g) {
+    uint64_t word = 0;
+    std::memcpy(&word, in + g * bits, g * bits + 8 <= groups * bits ? 8 : static_cast<size_t>(bits));
+    for (int j = 0; j < 8; ++j) out[8 * g + j] = static_cast<T>((word >> (j * bits)) & mask);
   }
 }
 
@@ -152,23 +189,45 @@ at::Tensor unpackBits(const at::Tensor& packed, int bits, int64_t n, at::ScalarT
 }
 
 void packCodes(const uint8_t* codes, int64_t n, int bits, uint8_t* dst) {
-  if (bits != 4) {
+  if (bits == 8) {
+    std::memcpy(dst, codes, static_cast<size_t>(n));
+  } else if (bits == 4 && n % 2 == 0) {
+    packNibbles(codes, n / 2, dst);
+  } else if (bits == 2 && n % 4 == 0) {
+    packCrumbs(codes, n / 4, dst);
+  } else if (n % 8 == 0) {
+    packGroups(codes, n / 8, bits, dst);
+  } else {
     packFrom(codes, n, bits, dst);
-    return;
   }
-  packNibbles(codes, n / 2, dst);
-  if (n % 2) dst[n / 2] = static_cast<uint8_t>(codes[n - 1] & 0xF);
+}
+
+void packCodes(const int32_t* codes, int64_t n, int bits, uint8_t* dst) {
+  if (bits <= 8 && n % 8 == 0)
+    packGroups(codes, n / 8, bits, dst);
+  else
+    packFrom(codes, n, bits, dst);
 }
 
 void unpackCodes(const uint8_t* in, int bits, int64_t n, uint8_t* out) {
-  if (bits != 4) {
+  if (bits == 8) {
+    std::memcpy(out, in, static_cast<size_t>(n));
+  } else if (bits == 4 && n % 2 == 0) {
+    unpackNibbles(in, n / 2, out);
+  } else if (bits == 2 && n % 4 == 0) {
+    unpackCrumbs(in, n / 4, out);
+  } else if (n % 8 == 0) {
+    unpackGroups(in, n / 8, bits, out);
+  } else {
     unpackInto(in, bits, n, out);
-    return;
   }
-  unpackNibbles(in, n / 2, out);
-  if (n % 2) out[n - 1] = static_cast<uint8_t>(in[n / 2] & 0xF);
 }
 
-void unpackCodes(const uint8_t* in, int bits, int64_t n, int32_t* out) { unpackInto(in, bits, n, out); }
+void unpackCodes(const uint8_t* in, int bits, int64_t n, int32_t* out) {
+  if (bits <= 8 && n % 8 == 0)
+    unpackGroups(in, n / 8, bits, out);
+  else
+    unpackInto(in, bits, n, out);
+}
 
 }  // namespace gradzip::compress

@@ -24,9 +24,11 @@ at::Tensor packBits(const at::Tensor& codes, int bits);
 at::Tensor unpackBits(const at::Tensor& packed, int bits, int64_t n, at::ScalarType out = at::kInt);
 
 // The same layout on raw memory, for kernels that pack a tile at a time:
-// codes[0, n) (each below 2^bits, 1 <= bits <= 8; not checked) into
-// dst[0, packedBytes(n, bits)), every byte written.
+// codes[0, n) (each below 2^bits, not checked; 1 <= bits <= 8 for uint8
+// codes, <= 32 for int32) into dst[0, packedBytes(n, bits)), every byte
+// written.
 void packCodes(const uint8_t* codes, int64_t n, int bits, uint8_t* dst);
+void packCodes(const int32_t* codes, int64_t n, int bits, uint8_t* dst);
 // The first n codes of `in` (1 <= bits <= 31).
 void unpackCodes(const uint8_t* in, int bits, int64_t n, uint8_t* out);
 void unpackCodes(const uint8_t* in, int bits, int64_t n, int32_t* out);

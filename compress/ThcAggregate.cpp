@@ -84,20 +84,19 @@ Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   {
     ScopedPhase t(ctx.times, &PhaseTimes::communicate);
     const int64_t myLen = (off[me + 1] - off[me]) * 8;
-    const std::vector<int>& T = table.table();
     // Alg. 2 line 13 at the owner: Y = Σ_i T[Z_i], integers in ⟨n·g+1⟩, sent in w bits.
     auto owner = [&](const std::vector<at::Tensor>& recv) {
       std::vector<int32_t> sum(myLen, 0);
-      std::vector<uint8_t> z(myLen);
       for (const auto& bytes : recv) {
         const at::Tensor in = bytes.cpu().contiguous();
         GZ_CHECK(in.scalar_type() == at::kByte && in.numel() == packedBytes(myLen, b),
                  "thc: a worker sent {} code bytes for a shard of {} codes (expected {})", in.numel(), myLen,
                  packedBytes(myLen, b));
-        unpackCodes(in.data_ptr<uint8_t>(), b, myLen, z.data());
-        for (int64_t k = 0; k < myLen; ++k) sum[k] += T[z[k]];
+        thc::addTableValues(in.data_ptr<uint8_t>(), b, myLen, table, sum.data());
       }
-      return packBits(at::from_blob(sum.data(), {myLen}, at::kInt), w);
+      at::Tensor out = at::empty({packedBytes(myLen, w)}, at::kByte);
+      packCodes(sum.data(), myLen, w, out.data_ptr<uint8_t>());
+      return out;
     };
     down = psExchange(ctx.comm, uplink, owner, downBytes, kThcTag, ctx.times);
   }

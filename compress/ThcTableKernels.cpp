@@ -123,6 +123,12 @@ GZ_THC_TABLE_CLONES void runSums(const int32_t* __restrict s, int64_t len, float
   for (int64_t k = 0; k < len; ++k) out[k] = std::fma(static_cast<float>(s[k]) / n, step, -M);
 }
 
+// sum[k] += T[z[k]] (the compiler's gathers where the CPU has them).
+GZ_THC_TABLE_CLONES void addLookups(const uint8_t* __restrict z, int64_t len, const int* __restrict T,
+                                    int32_t* __restrict sum) {
+  for (int64_t k = 0; k < len; ++k) sum[k] += T[z[k]];
+}
+
 // Calls f(offset in the tile, length, M) for the runs of the tile [first,
 // first + len) that lie in one rotation block of B coordinates.
 template <class F>
@@ -172,6 +178,15 @@ void dequantizeCodes(const uint8_t* packed, int bits, int64_t dp, int64_t B, con
     unpackCodes(packed + first * bits / 8, bits, len, z);
     forBlockRuns(first, len, B, range,
                  [&](int64_t o, int64_t n, float M) { runValues(z + o, n, M, t, out + first + o); });
+  });
+}
+
+void addTableValues(const uint8_t* packed, int bits, int64_t count, const TableQuantizer& table, int32_t* sum) {
+  const int* T = table.table().data();
+  forTiles(count, [&](int64_t first, int64_t len) {
+    alignas(64) uint8_t z[kTile];
+    unpackCodes(packed + first * bits / 8, bits, len, z);
+    addLookups(z, len, T, sum + first);
   });
 }
 

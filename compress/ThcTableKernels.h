@@ -31,6 +31,10 @@ void quantizeTablePack(const float* U, int64_t dp, int64_t B, const float* range
 void dequantizeCodes(const uint8_t* packed, int bits, int64_t dp, int64_t B, const float* range,
                      const TableQuantizer& table, float* out);
 
+// Alg. 2 line 13 at a shard owner: sum[k] += T[z_k] for the `count` packed
+// b-bit indices one worker sent (count a multiple of 8).
+void addTableValues(const uint8_t* packed, int bits, int64_t count, const TableQuantizer& table, int32_t* sum);
+
 // Alg. 2 lines 16–17 for coordinates [first, first + count) (first a multiple
 // of 8): out[k] = fma(s/n, (M − m)/g, m) with s the k-th w-bit sum of `packed`.
 void dequantizeSums(const uint8_t* packed, int w, int64_t first, int64_t count, int64_t B, const float* range,

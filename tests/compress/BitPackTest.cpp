@@ -21,6 +21,26 @@ TEST(BitPack, RoundTripsEveryWidth) {
     }
 }
 
+// The raw-memory forms (the kernels' tiles; byte, nibble and crumb fast
+// paths) write the same bytes as packBits and read back the same codes.
+TEST(BitPack, RawMemoryFormsMatchTheTensorForms) {
+  at::manual_seed(4);
+  for (int bits = 1; bits <= 8; ++bits)
+    for (int64_t n : {0, 1, 2, 3, 4, 6, 8, 9, 64, 1001, 4096}) {
+      const auto codes = at::randint(0, int64_t{1} << bits, {n}, at::kByte);
+      const auto ref = packBits(codes, bits);
+      auto raw = at::full({ref.numel()}, 0xAB, at::kByte);  // every byte must be written
+      packCodes(codes.data_ptr<uint8_t>(), n, bits, raw.data_ptr<uint8_t>());
+      EXPECT_TRUE(at::equal(raw, ref)) << "bits " << bits << " n " << n;
+      auto back8 = at::empty({n}, at::kByte);
+      unpackCodes(ref.data_ptr<uint8_t>(), bits, n, back8.data_ptr<uint8_t>());
+      EXPECT_TRUE(at::equal(back8, codes)) << "bits " << bits << " n " << n;
+      auto back32 = at::empty({n}, at::kInt);
+      unpackCodes(ref.data_ptr<uint8_t>(), bits, n, back32.data_ptr<int32_t>());
+      EXPECT_TRUE(at::equal(back32, codes.to(at::kInt))) << "bits " << bits << " n " << n;
+    }
+}
+
 TEST(BitPack, FourBitLayoutIsLowNibbleFirst) {
   auto packed = packBits(at::tensor({1, 2, 15}, at::kInt), 4);
   ASSERT_EQ(packed.numel(), 2);
