@@ -8,7 +8,7 @@
 // (compress/StochasticQuantize.h) on the grid values Thc computes; the
 // AVX-512 tier does the table lookups with in-register permutes when the
 // table has at most 16 entries and g <= 32 (every b <= 4 with the paper's
-// g = 30), with gathers otherwise.
+// g = 30); larger tables take the compiler's vectorised loop.
 #pragma once
 
 #include "compress/StochasticQuantize.h"

@@ -251,8 +251,9 @@ TEST(Thc, FusedAllReduceCodecEqualsTheStepByStepPipeline) {
 // orthonormal scale included), the grid values y, TableQuantizer's SQ,
 // packBits; then X = fma(T[z], 2M/g, −M) and RHT⁻¹. Bit for bit, on every
 // SIMD tier, for tables of 4 and 16 entries with g <= 32 (the AVX-512 tier's
-// register permutes), g = 60 and 256-entry tables (its gathers), uniform
-// tables, full and partial rotation, and all-zero blocks (M = 0: y = g/2).
+// register permutes), g = 60 and 256-entry tables (the compiler's loop),
+// uniform tables, full and partial rotation, and all-zero blocks (M = 0:
+// y = g/2).
 TEST(Thc, ParameterServerCodecEqualsTheStepByStepPipeline) {
   testing::forEachSimdLevel([&] {
     comm::LocalCommunicator local;
