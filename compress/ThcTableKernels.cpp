@@ -71,7 +71,8 @@ GZ_THC_TABLE_CLONES void runCodes(const float* __restrict U, int64_t len, float 
 // runCodes sixteen lanes at a time for tables of at most 16 entries and
 // g <= 32 (t.small): the table lookups are permutes of registers holding cell
 // and T. (With larger tables the compiler's gathers in runCodes' AVX-512
-// clone ran 1.1-1.4x faster than hand-written ones, 8 bits, 2^19..2^24.)
+// clone ran 1.2-1.4x faster than hand-written ones at 8 bits, 2^19..2^22,
+// and as fast above: experiments/results/compressors_thc_ps.md.)
 __attribute__((target("avx512f"))) void runCodes512(const float* U, int64_t len, float inv, float M, const Lookup& t,
                                                     const float* u, uint8_t* codes) {
   const float g = static_cast<float>(t.g);
