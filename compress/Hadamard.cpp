@@ -97,37 +97,36 @@ __attribute__((target("avx2,fma"))) void columns512(float* x, int64_t n) {
     }
 }
 
-// log2(N) levels, strides h .. h·N/2 (h a multiple of 16), of every N·h-float
-// group of x[0, n) in one pass: per 16-float column c of a group, the N
-// registers at c + h·r run registerLevels<N> (register stride s is element
-// stride h·s). Each pair sees the same operations in the same order as in
-// `butterflies`, so the result is the same bits, from a third or a quarter of
-// the passes over a vector too large for the cache.
-template <int N>
-__attribute__((target("avx512f"))) void columns512(float* x, int64_t n, int64_t h) {
+// log2(N) levels, strides h .. h·N/2 (h a multiple of the register's W
+// floats), of every N·h-float group of x[0, n) in one pass: per W-float
+// column c of a group, the N registers at c + h·r run registerLevels<N>
+// (register stride s is element stride h·s). Each pair sees the same
+// operations in the same order as in `butterflies`, so the result is the same
+// bits, from a third or a quarter of the passes over a vector too large for
+// the cache. Like registerLevels it has no target of its own: the wrappers
+// below compile it for AVX-512 (V = __m512) and AVX2 (__m256).
+template <int N, class V>
+__attribute__((always_inline)) inline void registerColumns(float* x, int64_t n, int64_t h) {
+  constexpr int64_t W = sizeof(V) / sizeof(float);
   for (int64_t g = 0; g < n; g += N * h)
-    for (int64_t c = 0; c < h; c += 16) {
-      __m512 v[N];
+    for (int64_t c = 0; c < h; c += W) {
+      V v[N];
 #pragma GCC unroll 16
-      for (int r = 0; r < N; ++r) v[r] = _mm512_loadu_ps(x + g + c + h * r);
+      for (int r = 0; r < N; ++r) std::memcpy(&v[r], x + g + c + h * r, sizeof(V));
       fwht::registerLevels<N>(v);
 #pragma GCC unroll 16
-      for (int r = 0; r < N; ++r) _mm512_storeu_ps(x + g + c + h * r, v[r]);
+      for (int r = 0; r < N; ++r) std::memcpy(x + g + c + h * r, &v[r], sizeof(V));
     }
 }
 
-// columns512 with AVX2: 8-float columns (h a multiple of 8).
 template <int N>
-__attribute__((target("avx2,fma"))) void columns256(float* x, int64_t n, int64_t h) {
-  for (int64_t g = 0; g < n; g += N * h)
-    for (int64_t c = 0; c < h; c += 8) {
-      __m256 v[N];
-#pragma GCC unroll 8
-      for (int r = 0; r < N; ++r) v[r] = _mm256_loadu_ps(x + g + c + h * r);
-      fwht::registerLevels<N>(v);
-#pragma GCC unroll 8
-      for (int r = 0; r < N; ++r) _mm256_storeu_ps(x + g + c + h * r, v[r]);
-    }
+__attribute__((target("avx512f"))) void registerColumns512(float* x, int64_t n, int64_t h) {
+  registerColumns<N, __m512>(x, n, h);
+}
+
+template <int N>
+__attribute__((target("avx2,fma"))) void registerColumns256(float* x, int64_t n, int64_t h) {
+  registerColumns<N, __m256>(x, n, h);
 }
 
 // Strides 1 .. 4 of every 8-float group of x[0, n).
@@ -144,14 +143,14 @@ void largeStrides(float* x, int64_t n, int64_t from, int64_t to) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (simd::haveAvx512()) {
     for (; h * 2 < to; h *= (h * 16 <= to ? 16 : h * 8 <= to ? 8 : 4)) {
-      if (h * 16 <= to) columns512<16>(x, n, h);
-      else if (h * 8 <= to) columns512<8>(x, n, h);
-      else columns512<4>(x, n, h);
+      if (h * 16 <= to) registerColumns512<16>(x, n, h);
+      else if (h * 8 <= to) registerColumns512<8>(x, n, h);
+      else registerColumns512<4>(x, n, h);
     }
   } else if (simd::haveAvx2()) {
     for (; h * 2 < to; h *= (h * 8 <= to ? 8 : 4)) {
-      if (h * 8 <= to) columns256<8>(x, n, h);
-      else columns256<4>(x, n, h);
+      if (h * 8 <= to) registerColumns256<8>(x, n, h);
+      else registerColumns256<4>(x, n, h);
     }
   }
 #endif
