@@ -292,7 +292,7 @@ void RandomizedHadamard::inverseInPlace(float* v, uint64_t sharedSeed, float* o)
   fwhtInPlace(v, padded_, block_);
   // The orthonormal scale and D on the first d coordinates, in one pass into the result
   // (the same float products as a mul_ over the whole vector, then the sign flips).
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_)));
+  const float scale = this->scale();
   at::parallel_for(0, (d_ + 63) / 64, 256, [&](int64_t b, int64_t e) {
     const int64_t lo = b * 64, hi = std::min(d_, e * 64);
     applyRandomSigns(v + lo, lo, hi, sharedSeed, o + lo, scale);

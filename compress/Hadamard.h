@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace gradzip::compress {
@@ -39,6 +40,8 @@ class RandomizedHadamard {
   int64_t paddedDim() const { return padded_; }
   int64_t blockSize() const { return block_; }
   int64_t numBlocks() const { return padded_ / block_; }
+  // The orthonormal scale 1/sqrt(B) in float, as forward() and inverse() apply it.
+  float scale() const { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_))); }
 
   // x: 1-D float32 of dim() elements; returns paddedDim() rotated coordinates.
   at::Tensor forward(const at::Tensor& x, uint64_t sharedSeed) const;

@@ -196,12 +196,12 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   return out;
 }
 
-const TableQuantizer& Thc::tableFor(int n) {
+const thc::TableLookup& Thc::tableFor(int n) {
   const int g = granularityFor(n);
-  if (!table_ || table_->granularity() != g)
-    table_ = std::make_unique<TableQuantizer>(
+  if (!table_ || table_->g != g)
+    table_ = std::make_unique<thc::TableLookup>(TableQuantizer(
         options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
-                                      : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values);
+                                      : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values));
   return *table_;
 }
 
@@ -212,8 +212,7 @@ at::Tensor Thc::rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, c
   rht.forwardUnscaled(x.data_ptr<float>(), ctx.sharedSeed(), rotated_.data());
   at::Tensor codes = simd::reusableBuffer(codeCache_, packedBytes(dp, options_.bits), at::kByte);
   // RandomizedHadamard::forward's orthonormal scale, applied inside the pass.
-  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rht.blockSize())));
-  thc::quantizeTablePack(rotated_.data(), dp, rht.blockSize(), range.data_ptr<float>(), inv, tableFor(n),
+  thc::quantizeTablePack(rotated_.data(), dp, rht.blockSize(), range.data_ptr<float>(), rht.scale(), tableFor(n),
                          options_.bits, ctx.privateSeed(), codes.data_ptr<uint8_t>());
   return codes;
 }

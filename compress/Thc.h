@@ -33,7 +33,7 @@
 
 #include "compress/Compressor.h"
 #include "compress/Hadamard.h"
-#include "compress/StochasticQuantize.h"
+#include "compress/ThcTableKernels.h"
 #include "util/Yaml.h"
 
 #include <memory>
@@ -112,7 +112,7 @@ class Thc : public Compressor {
   at::Tensor dequantizeSum(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
                            int n) const;
   // ps: THC's table for g = granularityFor(n), built once per g.
-  const TableQuantizer& tableFor(int n);
+  const thc::TableLookup& tableFor(int n);
   // ps, Alg. 2 lines 7–11: R = RHT(x) into rotated_, then its packed b-bit
   // table indices for `range` (compress/ThcTableKernels.h).
   at::Tensor rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,
@@ -141,7 +141,7 @@ class Thc : public Compressor {
   // ps: the rotated vector (paddedDim floats), reused for the decoded ones;
   // the table; the packed uplink codes.
   std::vector<float> rotated_;
-  std::unique_ptr<TableQuantizer> table_;
+  std::unique_ptr<thc::TableLookup> table_;
   at::Tensor codeCache_;
 };
 

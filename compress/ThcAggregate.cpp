@@ -57,7 +57,7 @@ Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   const int b = options_.bits;
   const int g = granularityFor(n);
   const int w = downlinkBits(n);
-  const TableQuantizer& table = tableFor(n);
+  const thc::TableLookup& table = tableFor(n);
   const auto x = xIn.cpu().contiguous();
   const auto rht = rotation(x.numel());
   at::Tensor norms;

@@ -267,7 +267,7 @@ at::Tensor rotateQuantizePack(const float* x, const float* range, const Randomiz
                               at::Tensor& cache, NormsInPass* fused) {
   const int64_t d = rht.dim(), dp = rht.paddedDim(), B = rht.blockSize();
   const float L = static_cast<float>((1 << (bits - 1)) - 1);
-  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));  // RandomizedHadamard::forward
+  const float inv = rht.scale();  // RandomizedHadamard::forward's
   const int32_t Lf = (1 << (fieldBits - 1)) - 1;       // the field's own offset
   const int32_t shift = Lf - static_cast<int32_t>(L);  // codes are c + L; fields hold c + Lf
   float* R = alignedBlock(scratch, B);
@@ -340,7 +340,7 @@ at::Tensor unpackInverse(const at::Tensor& wordsIn, const float* range, const Ra
   at::Tensor sums;
   if (!byteWords(fieldBits)) sums = SaturatingPackedSum::unpack(words, fieldBits, dp);
   at::Tensor out = simd::reusableBuffer(cache, d, at::kFloat);
-  const float inv = static_cast<float>(1.0 / std::sqrt(static_cast<double>(B)));
+  const float inv = rht.scale();
   if (block512::supports(B, fieldBits)) {
     const uint8_t* in = words.data_ptr<uint8_t>();
     float* o = out.data_ptr<float>();

@@ -29,27 +29,9 @@ namespace {
 
 constexpr int64_t kTile = 2048;
 
-// The table in the forms the loops read: cell[c] for c in [0, g) and T as
-// floats, each padded (with zeros) to a whole register for the permutes.
-struct Lookup {
-  explicit Lookup(const TableQuantizer& q) : g(q.granularity()) {
-    const auto& T = q.table();
-    const auto& cells = q.cells();
-    cell.assign(std::max<size_t>(cells.size(), 32), 0);
-    std::copy(cells.begin(), cells.end(), cell.begin());
-    values.assign(std::max<size_t>(T.size(), 16), 0.0f);
-    for (size_t z = 0; z < T.size(); ++z) values[z] = static_cast<float>(T[z]);
-    small = T.size() <= 16 && g <= 32;
-  }
-  int g;
-  bool small;                 // the AVX-512 loop applies (its permutes hold the table)
-  std::vector<int32_t> cell;  // z with T(z) <= c < T(z+1)
-  std::vector<float> values;  // T(z)
-};
-
 // Codes of R = U·inv on one run of a block (range M), noise u: the reference
 // (TableQuantizer::quantize of Thc's grid values, Alg. 2 lines 8–10).
-GZ_THC_TABLE_CLONES void runCodes(const float* __restrict U, int64_t len, float inv, float M, const Lookup& t,
+GZ_THC_TABLE_CLONES void runCodes(const float* __restrict U, int64_t len, float inv, float M, const TableLookup& t,
                                   const float* __restrict u, uint8_t* __restrict codes) {
   const float g = static_cast<float>(t.g);
   const float scale = g / (2 * M);
@@ -73,7 +55,7 @@ GZ_THC_TABLE_CLONES void runCodes(const float* __restrict U, int64_t len, float 
 // and T. (With larger tables the compiler's gathers in runCodes' AVX-512
 // clone ran 1.2-1.4x faster than hand-written ones at 8 bits, 2^19..2^22,
 // and as fast above: experiments/results/compressors_thc_ps.md.)
-__attribute__((target("avx512f"))) void runCodes512(const float* U, int64_t len, float inv, float M, const Lookup& t,
+__attribute__((target("avx512f"))) void runCodes512(const float* U, int64_t len, float inv, float M, const TableLookup& t,
                                                     const float* u, uint8_t* codes) {
   const float g = static_cast<float>(t.g);
   const __m512 invV = _mm512_set1_ps(inv), hiM = _mm512_set1_ps(M), loM = _mm512_set1_ps(-M),
@@ -103,7 +85,7 @@ __attribute__((target("avx512f"))) void runCodes512(const float* U, int64_t len,
 #endif
 
 // X_i = fma(T[z], step, −M) on one run (step = (M − m)/g).
-GZ_THC_TABLE_CLONES void runValues(const uint8_t* __restrict z, int64_t len, float M, const Lookup& t,
+GZ_THC_TABLE_CLONES void runValues(const uint8_t* __restrict z, int64_t len, float M, const TableLookup& t,
                                    float* __restrict out) {
   const float step = 2 * M / static_cast<float>(t.g);
   const float* T = t.values.data();
@@ -118,7 +100,7 @@ GZ_THC_TABLE_CLONES void runSums(const int32_t* __restrict s, int64_t len, float
 }
 
 // sum[k] += T[z[k]] (the compiler's gathers where the CPU has them).
-GZ_THC_TABLE_CLONES void addLookups(const uint8_t* __restrict z, int64_t len, const int* __restrict T,
+GZ_THC_TABLE_CLONES void addLookups(const uint8_t* __restrict z, int64_t len, const int32_t* __restrict T,
                                     int32_t* __restrict sum) {
   for (int64_t k = 0; k < len; ++k) sum[k] += T[z[k]];
 }
@@ -144,9 +126,19 @@ void forTiles(int64_t dp, F&& f) {
 
 }  // namespace
 
+TableLookup::TableLookup(const TableQuantizer& q) : g(q.granularity()) {
+  const auto& T = q.table();
+  const auto& cells = q.cells();
+  cell.assign(std::max<size_t>(cells.size(), 32), 0);
+  std::copy(cells.begin(), cells.end(), cell.begin());
+  values.assign(std::max<size_t>(T.size(), 16), 0.0f);
+  for (size_t z = 0; z < T.size(); ++z) values[z] = static_cast<float>(T[z]);
+  ints.assign(T.begin(), T.end());
+  small = T.size() <= 16 && g <= 32;
+}
+
 void quantizeTablePack(const float* U, int64_t dp, int64_t B, const float* range, float inv,
-                       const TableQuantizer& table, int bits, uint64_t seed, uint8_t* out) {
-  const Lookup t(table);
+                       const TableLookup& t, int bits, uint64_t seed, uint8_t* out) {
 #if GZ_THC_TABLE_X86
   const bool wide = simd::haveAvx512();
 #endif
@@ -165,8 +157,7 @@ void quantizeTablePack(const float* U, int64_t dp, int64_t B, const float* range
 }
 
 void dequantizeCodes(const uint8_t* packed, int bits, int64_t dp, int64_t B, const float* range,
-                     const TableQuantizer& table, float* out) {
-  const Lookup t(table);
+                     const TableLookup& t, float* out) {
   forTiles(dp, [&](int64_t first, int64_t len) {
     alignas(64) uint8_t z[kTile];
     unpackCodes(packed + first * bits / 8, bits, len, z);
@@ -175,12 +166,11 @@ void dequantizeCodes(const uint8_t* packed, int bits, int64_t dp, int64_t B, con
   });
 }
 
-void addTableValues(const uint8_t* packed, int bits, int64_t count, const TableQuantizer& table, int32_t* sum) {
-  const int* T = table.table().data();
+void addTableValues(const uint8_t* packed, int bits, int64_t count, const TableLookup& t, int32_t* sum) {
   forTiles(count, [&](int64_t first, int64_t len) {
     alignas(64) uint8_t z[kTile];
     unpackCodes(packed + first * bits / 8, bits, len, z);
-    addLookups(z, len, T, sum + first);
+    addLookups(z, len, t.ints.data(), sum + first);
   });
 }
 

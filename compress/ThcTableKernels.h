@@ -14,8 +14,22 @@
 #include "compress/StochasticQuantize.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace gradzip::compress::thc {
+
+// THC's table in the forms the kernels read, built once per table (Thc keeps
+// one per granularity): cell[c] = z with T(z) <= c < T(z+1) for c in [0, g)
+// and T itself, as floats and as ints; cell and the floats padded with zeros
+// to whole registers.
+struct TableLookup {
+  explicit TableLookup(const TableQuantizer& q);
+  int g;
+  bool small;                 // <= 16 entries and g <= 32: the AVX-512 loop's permutes hold the table
+  std::vector<int32_t> cell;  // >= 32 entries
+  std::vector<float> values;  // T(z), >= 16 entries
+  std::vector<int32_t> ints;  // T(z), the owner's lookup-and-add
+};
 
 // Alg. 2 lines 8–11 on the coordinates [0, dp) of U = H·D·pad(x) without the
 // orthonormal scale (RandomizedHadamard::forwardUnscaled), in blocks of B with
@@ -24,16 +38,16 @@ namespace gradzip::compress::thc {
 // with noise uniform01Half(seed, i), packed `bits` per code (compress/BitPack.h
 // layout) into out[0, dp·bits/8). dp and B multiples of 8; bits <= 8.
 void quantizeTablePack(const float* U, int64_t dp, int64_t B, const float* range, float inv,
-                       const TableQuantizer& table, int bits, uint64_t seed, uint8_t* out);
+                       const TableLookup& table, int bits, uint64_t seed, uint8_t* out);
 
 // X_i of Alg. 2 (the worker's own quantised vector, for error feedback):
 // out[i] = fma(T[z_i], (M − m)/g, m) for the packed codes of [0, dp).
 void dequantizeCodes(const uint8_t* packed, int bits, int64_t dp, int64_t B, const float* range,
-                     const TableQuantizer& table, float* out);
+                     const TableLookup& table, float* out);
 
 // Alg. 2 line 13 at a shard owner: sum[k] += T[z_k] for the `count` packed
 // b-bit indices one worker sent (count a multiple of 8).
-void addTableValues(const uint8_t* packed, int bits, int64_t count, const TableQuantizer& table, int32_t* sum);
+void addTableValues(const uint8_t* packed, int bits, int64_t count, const TableLookup& table, int32_t* sum);
 
 // Alg. 2 lines 16–17 for coordinates [first, first + count) (first a multiple
 // of 8): out[k] = fma(s/n, (M − m)/g, m) with s the k-th w-bit sum of `packed`.
