@@ -9,7 +9,12 @@
 // unless `initial`, predicted too, is within explore_margin of it. When the
 // knee replaces `initial`, the steps before it measured (compute time, β, a
 // gradient to screen) and are undone (provisional_rewind): training restarts
-// from the state begin() kept, on the knee, charged their wall time.
+// from the state begin() kept, on the knee, charged their wall time. On a
+// slow link (sparse_start_above: the start-up probe predicts `initial`'s sync
+// above it) those steps run sparse_start_plan instead, β comes from two timed
+// all-reduces at step 2, and the provisional step rewinds to its choice
+// whatever it is, `initial` included: the measuring steps do not pay for a
+// dense sync that is then thrown away.
 //
 // A decision, taken when a trigger fires (the first after warmup_steps; then a
 // network or step-time change, at most every network_interval steps, or a
@@ -140,6 +145,9 @@ class Controller {
   // until then are measurement, so the trainer neither evaluates nor
   // checkpoints them (a TTA row of an undone step would stay in the log).
   bool mayRewind() const { return !rewindState_.empty(); }
+  // Collective, once, after the last step: waits for the trigger check's
+  // last verdict (afterStep sends each one ahead of the check that acts on it).
+  void finish();
   // Collective, after every training step. Returns the wall seconds it spent,
   // all of them: bookkeeping, trigger checks and soundings as well as
   // deciding and exploring (the caller adds them to the training time).
@@ -272,6 +280,9 @@ class Controller {
   void sound(int64_t step, int64_t bytes);
   // Collective: the seconds one all-reduce of `bytes` (float32 zeros) takes.
   double timedAllReduce(int64_t bytes);
+  // Rank 0's verdict after the check at `step` (reason, sounding bytes, β
+  // steps), broadcast without waiting; the next check acts on it.
+  void sendVerdict(int64_t step);
   void writeDecision(const std::string& json);
   // Rank 0: GradSync's measuring geometry from geometry_ (see setGeometry).
   void refreshGeometry();
@@ -310,6 +321,10 @@ class Controller {
   int64_t networkBackoff_ = 1;  // network_interval multiplier after false alarms (decide)
   bool decided_ = false;
   bool betaPending_ = false;    // β not measured yet since start() (settleBeta)
+  // sparse_start_above: the steps before the provisional step run
+  // sparse_start_plan, and settleBeta times all-reduces of this many bytes
+  // (0: off, β from the steps' collectives). The same on every rank (start).
+  int64_t sparseSoundBytes_ = 0;
   int64_t observedSteps_ = 0;   // steps observed since start()
   // The provisional step's screenings, reused by the first decision.
   std::map<std::string, Screened> provisionalScreens_;
@@ -358,6 +373,10 @@ class Controller {
   bool soundAgain_ = false;   // the last sounding was suspect: confirm at the next check
   bool soundTriggered_ = false;
   bool latencyBound_ = false;  // set by applyPlan: the plan moves less than half a sounding per step
+  // The trigger check's verdict in flight (sendVerdict) and its handle.
+  torch::Tensor verdict_;
+  comm::Work verdictWork_;
+  bool verdictPending_ = false;
 };
 
 }  // namespace gradzip::trainer

@@ -191,7 +191,7 @@ size_t Controller::indexOf(const Plan& plan) const {
 double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoop& loop, double spent) {
   const auto t0 = Clock::now();
   provisionalDone_ = true;
-  nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}};
+  nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}, {"measured_on", active_.key()}};
   int64_t chosen = -1;
   if (betaPending_) settleBeta(step);
   if (comm_.rank() == 0) {
@@ -207,11 +207,13 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
       // would still replace it as predicted: a saving within the model's
       // error is no reason to compress. With 4 ranks on the 2 cores of the
       // unshaped link TopKC 8-bit was predicted 0.1% faster than fp16 and ran
-      // for the whole epoch, its collectives no faster than fp32's.
-      const size_t self = indexOf(active_);
+      // for the whole epoch, its collectives no faster than fp32's. (After a
+      // sparse start `initial` is not what the steps ran: kept, it is
+      // restarted from the rewind like any other choice.)
+      const size_t self = indexOf(opts_.initial);
       if (self < candidates_.size() && size_t(chosen) != self &&
           !couldReplace(pts[self], pts[size_t(chosen)], opts_.exploreMargin, opts_.timeWeight, opts_.kneeScale())) {
-        rec["kept"] = fmt::format("{} is predicted within explore_margin ({}) of the knee {}", active_.key(),
+        rec["kept"] = fmt::format("{} is predicted within explore_margin ({}) of the knee {}", opts_.initial.key(),
                                   opts_.exploreMargin, candidates_[size_t(chosen)].plan.key());
         chosen = int64_t(self);
       }

@@ -49,6 +49,15 @@ double observedBeta(const Samples& samples, double alpha, size_t atLeast = kRati
 // median of two, the smallest count that is a measurement and not a guess.
 constexpr int64_t kStartBetaSteps = 2;
 
+// sparse_start_above: each of settleBeta's kSparseSoundings all-reduces is
+// sized to take this long at the start-up probe's rate (at least
+// BandwidthSounding::kMinBytes, past a token bucket's burst). The probe's β is
+// optimistic (its 4 KB messages fit in the burst), so they take longer: ~0.1 s
+// each at 10 Mbit/s for ResNet-20 (119 KB), where the two fp16 steps they
+// replace synced 0.5 s each.
+constexpr double kSparseSoundSeconds = 0.05;
+constexpr int kSparseSoundings = 2;
+
 // The α-only probe of start() and of a network decision: two small sizes
 // (~10 round trips even at 50 ms of latency), at most 0.5 s.
 inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {

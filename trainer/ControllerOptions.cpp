@@ -10,6 +10,14 @@
 
 namespace gradzip::trainer {
 
+Plan defaultSparseStartPlan() {
+  Plan p;
+  p.compressor = "topk";
+  p.options["ratio"] = 0.001;
+  p.collective = "allgather";
+  return p;
+}
+
 std::string ControllerOptions::defaultStat(const std::string& optimizer) {
   return optimizer == "sgd" ? "ef_rate" : "vnmse";
 }
@@ -48,6 +56,8 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
   o.provisionalRewind = r.getBool("provisional_rewind", o.provisionalRewind);
+  o.sparseStartAbove = r.getDouble("sparse_start_above", o.sparseStartAbove, 0.0, 1e300);
+  if (r.has("sparse_start_plan")) o.sparseStartPlan = Plan::fromYaml(r.child("sparse_start_plan"));
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
   o.exploreMinSteps = r.getInt("explore_min_steps", o.exploreMinSteps, 0, 10000);
   o.explore = r.getInt("explore", o.explore, 1, 64);
@@ -92,6 +102,8 @@ YAML::Node ControllerOptions::toYaml() const {
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
   n["provisional_rewind"] = provisionalRewind;
+  n["sparse_start_above"] = sparseStartAbove;
+  n["sparse_start_plan"] = sparseStartPlan.toYaml();
   n["explore_steps"] = exploreSteps;
   n["explore_min_steps"] = exploreMinSteps;
   n["explore"] = explore;

@@ -15,6 +15,7 @@
 //     screen_reps: 8                    # replays of the gradient that screen an error-feedback codec
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     provisional_rewind: true          # and undo those 2 fp16 steps (they measured)
+//     sparse_start_above: 1.0           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
 //     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
@@ -33,6 +34,9 @@
 namespace gradzip::trainer {
 
 inline constexpr double kDefaultEfRateScale = 0.03;  // ControllerOptions::efRateScale
+
+// topk{ratio: 0.001}@allgather: ControllerOptions::sparseStartPlan's default.
+Plan defaultSparseStartPlan();
 
 struct ControllerOptions {
   // Compressor families; each expands into its parameter grid below, times
@@ -144,6 +148,30 @@ struct ControllerOptions {
   // there, and auto with the static arm's plan follows that arm's path bit
   // for bit (same file, "Undoing the warm-up's fp16 steps").
   bool provisionalRewind = true;
+  // A slow link at the start. The steps before the provisional step measure
+  // (compute time, a gradient to screen, β) and are undone when the knee is
+  // not `initial`; on a slow link their fp16 sync is most of their time and
+  // thrown away: 2 x ~0.5 s on ResNet-20 at 10 Mbit/s, 2 x ~7.4 s for
+  // VGG-11's 18 MB at 20 Mbit/s. So when the start-up probe (its burst-optimistic β: a
+  // lower bound on the sync) predicts `initial`'s sync above
+  // sparse_start_above seconds a step, those steps run sparse_start_plan
+  // instead (TopK 0.1%: ~1.6 KB a step on ResNet-20), β comes from two timed
+  // all-reduces sized to take ~kSparseSoundSeconds at the probe's rate, and
+  // the provisional step rewinds unless its choice is that plan itself (even
+  // for `initial`). On a fast link the provisional step usually keeps fp16
+  // and its steps with it, which undoing them would throw away: hence a
+  // threshold. 1 s, not 0.1: on ResNet-20 at 10 Mbit/s (0.18-0.24 s predicted)
+  // a sparse start saved 0.9 s a run, but there the provisional knee sits on
+  // time_tolerance (TopKC b=2 predicted 4.7-6.4% slower than TopK 3.3%, and
+  // ~15% slower to 0.83), and it took TopKC b=2 in 3 of 7 provisional steps
+  // with the soundings' β against 1 of 5 with the fp16 steps'; at 1 s it
+  // still takes VGG-11 at 20 Mbit/s (3.9 s predicted; 17 s saved a run),
+  // where each measuring step costs seconds
+  // (experiments/results/controller_ablation.md, "A sparse start and a
+  // pipelined trigger check"). Needs provisional_rewind; a large value
+  // (1e9): never.
+  double sparseStartAbove = 1.0;
+  Plan sparseStartPlan = defaultSparseStartPlan();
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.
   int64_t exploreSteps = 6;
@@ -163,11 +191,12 @@ struct ControllerOptions {
   // The provisional step leaves `initial` only for a knee that, predicted
   // this much slower, would still replace it as predicted.
   double exploreMargin = 0.05;
-  // Steps between trigger checks (one 24-byte broadcast each). 1, not 5: a
-  // network change waits for the next check after it has persisted, and on
+  // Steps between trigger checks (one 24-byte broadcast each, of rank 0's
+  // verdict, which the next check acts on: Controller::afterStep). 1, not 5:
+  // a network change waits for the next check after it has persisted, and on
   // schedule_c1 every fp16 step at 20 Mbit/s costs ~0.23 s more than the
-  // plan the decision moves to; a check is a broadcast the step's own
-  // collectives already synchronise (rank 1 waits for rank 0's bookkeeping).
+  // plan the decision moves to. Pipelined, a check costs ~0.1 ms; waited for
+  // at once it cost 1.2 ms a step unshaped and 6.5 ms at 10 Mbit/s.
   int64_t checkEvery = 1;
   int64_t minInterval = 200;      // steps between a decision and the next gain-triggered one
   // Steps between a decision and the next network- or step-time-triggered

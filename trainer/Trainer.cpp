@@ -577,6 +577,7 @@ struct Trainer::Impl final : ControlledLoop {
       }
       if (step % ckptEvery == 0 || last || stop) saveCheckpoint();
     }
+    if (controller) controller->finish();
     progress->finish();
     if (progressFile.active()) {
       try {

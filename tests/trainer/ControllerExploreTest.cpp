@@ -384,10 +384,11 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // loopback) are over 1.6x (1 + 2·network_drift) their reference in each
   // step. Checked every step, the third
   // slow step (20) calls a step-time decision at once, before the medians of
-  // the last 9 steps have moved (without this rule it came at step 25), with β
-  // from those 3 steps' collectives alone ("beta_steps": 3). The decision
-  // at step 5 screened every candidate afresh; the network-type decision at
-  // step 20 reuses those screenings (encode/decode seconds, bits and
+  // the last 9 steps have moved (without this rule it came at step 25); the
+  // verdict travels during step 21 and that check acts on it (the pipelined
+  // check), with β from the last 3 steps' collectives alone ("beta_steps": 3).
+  // The decision at step 5 screened every candidate afresh; the network-type
+  // decision at step 21 reuses those screenings (encode/decode seconds, bits and
   // statistics equal, bit for bit): they are within min_interval (200).
   // The running plan's measured step there is that of the 3 slow steps.
   gradzip::testing::TempDir dir;
@@ -397,7 +398,7 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   const auto& second = d[1];
   EXPECT_EQ(first["step"], 5) << first.dump();
   EXPECT_FALSE(first.contains("screening")) << first.dump();
-  EXPECT_EQ(second["step"], 20) << second.dump();
+  EXPECT_EQ(second["step"], 21) << second.dump();
   EXPECT_EQ(second["trigger"], "step_time") << second.dump();
   EXPECT_EQ(second["beta_steps"], 3) << second.dump();
   EXPECT_EQ(second["screening"], "reused from the decision at step 5") << second.dump();
@@ -416,12 +417,12 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
 }
 
 TEST(ControllerExplore, ScreeningsOlderThanMinIntervalAreNotReused) {
-  // The same slowdown with min_interval 10: the screenings of step 5 are 15
-  // steps old at the step-20 decision, so it screens every candidate afresh.
+  // The same slowdown with min_interval 10: the screenings of step 5 are 16
+  // steps old at the step-21 decision, so it screens every candidate afresh.
   gradzip::testing::TempDir dir;
   const auto d = sharpSlowdown(dir.path(), ", min_interval: 10", std::chrono::milliseconds(20));
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
+  EXPECT_EQ(d[1]["step"], 21) << d[1].dump();
   EXPECT_FALSE(d[1].contains("screening")) << d[1].dump();
 }
 

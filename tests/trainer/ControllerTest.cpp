@@ -10,6 +10,7 @@
 #include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
 #include "tests/trainer/TrainerTesting.h"
+#include "trainer/BandwidthSounding.h"
 #include "trainer/Candidates.h"
 #include "trainer/PlanCost.h"
 #include "trainer/Simulate.h"
@@ -166,6 +167,11 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->exploreMinSteps, 2);
   EXPECT_TRUE(cfg.controller->provisionalRewind);
   EXPECT_FALSE(parse("{name: auto, provisional_rewind: false}").controller->provisionalRewind);
+  EXPECT_DOUBLE_EQ(cfg.controller->sparseStartAbove, 1.0);
+  EXPECT_EQ(cfg.controller->sparseStartPlan.key(), "topk{ratio: 0.001}@allgather");
+  EXPECT_EQ(parse("{name: auto, sparse_start_above: 0, sparse_start_plan: {name: topkc, topkc: {bits: 0.5}}}")
+                .controller->sparseStartPlan.key(),
+            "topkc{bits: 0.5}@engine");
   cfg = parse("{name: auto, time_weight: 0.8, network_interval: 15, stat: ef, explore_margin: 0, gain_scope: all,"
               " explore_min_steps: 0, time_tolerance: 0, pin: {name: thc, collective: ps}}");
   EXPECT_EQ(cfg.controller->exploreMinSteps, 0);
@@ -221,6 +227,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, sound_share: 2}", "compress.sound_share");
   expectError("{name: auto, sound_share: 0}", "compress.sound_share");  // would never sound again
   expectError("{name: auto, provisional_rewind: 3}", "compress.provisional_rewind");
+  expectError("{name: auto, sparse_start_above: -1}", "compress.sparse_start_above");
+  expectError("{name: auto, sparse_start_plan: {name: zip}}", "zip");
   expectError("{name: auto, explore_step: 3}", "compress.explore_step: unknown key");
   expectError("{name: auto, pin: {name: cnat, collective: ring}}", "does not support collective 'ring'");
   expectError("autom", "expected a mapping");
@@ -377,6 +385,65 @@ TEST_F(ControllerTrainTest, TheProvisionalRewindTrainsLikeTheStaticPlanFromStepZ
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i]["step"], int64_t(i) + 1);
     EXPECT_EQ(rows[i]["plan"], "topkc{bits: 2}@engine");
+  }
+}
+
+TEST_F(ControllerTrainTest, ASparseStartMeasuresOnTheSparsePlanAndRewindsToTheChoice) {
+  // sparse_start_above 0: the loopback's fp16 sync counts as slow, so steps
+  // 0-1 run TopK 0.1% all-gather, β comes from two timed all-reduces at step
+  // 2 instead of the steps' (latency-bound) collectives, and the provisional
+  // step rewinds to step 0 on its choice, whatever it is: with TopKC b=2 the
+  // only candidate, the run then trains bit for bit like the static TopKC
+  // arm; with fp16 the only one (`initial` itself, which the steps did not
+  // run), like the static fp16 arm.
+  for (const std::string family : {"topkc", "fp16"}) {
+    SCOPED_TRACE(family);
+    const std::string compress = family == "topkc" ? "{name: topkc, collective: engine, topkc: {bits: 2}}"
+                                                    : "{name: fp16, collective: engine}";
+    const std::string chosen = family == "topkc" ? "topkc{bits: 2}@engine" : "fp16@engine";
+    const std::string opts = "families: [" + family + "], topkc_bits: [2], collectives: [engine], warmup_steps: 10," +
+                             " sparse_start_above: 0, probe: {budget_seconds: 0.5}";
+    auto stat = config(dir.path() + "/static_" + family, compress, 30);
+    auto sparse = config(dir.path() + "/sparse_" + family, "{name: auto, " + opts + "}", 30);
+    train(stat);
+    train(sparse);
+    const auto a = jsonLines(stat.runDir() + "/tta.jsonl"), b = jsonLines(sparse.runDir() + "/tta.jsonl");
+    ASSERT_EQ(a.size(), 3u);
+    ASSERT_EQ(b.size(), 3u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i]["step"], b[i]["step"]);
+      EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "row " << i;
+      EXPECT_EQ(a[i]["metrics"]["accuracy"].get<double>(), b[i]["metrics"]["accuracy"].get<double>()) << "row " << i;
+      EXPECT_EQ(b[i]["plan"], chosen);
+    }
+    std::optional<nlohmann::json> start, beta, p;
+    for (const auto& r : jsonLines(sparse.runDir() + "/decisions.jsonl")) {
+      if (r["event"] == "start") start = r;
+      if (r["event"] == "beta") beta = r;
+      if (r["event"] == "provisional") p = r;
+    }
+    ASSERT_TRUE(start && beta && p);
+    EXPECT_EQ(start->at("plan"), "topk{ratio: 0.001}@allgather");
+    ASSERT_TRUE(start->contains("sparse_start")) << start->dump();
+    EXPECT_GT(start->at("sparse_start")["initial_sync_predicted"].get<double>(), 0);
+    // Past a token bucket's burst, whole floats split evenly over the ranks.
+    const auto bytes = start->at("sparse_start")["sounding_bytes"].get<int64_t>();
+    EXPECT_GE(bytes, trainer::BandwidthSounding::kMinBytes);
+    EXPECT_EQ(bytes % 8, 0);
+    EXPECT_EQ(beta->at("step"), 2);
+    EXPECT_GT(beta->at("beta").get<double>(), 0);
+    EXPECT_NE(beta->at("from").get<std::string>().find("sparse start"), std::string::npos) << beta->dump();
+    EXPECT_EQ(p->at("measured_on"), "topk{ratio: 0.001}@allgather");
+    EXPECT_EQ(p->at("chosen"), chosen);
+    EXPECT_EQ(p->at("rewound"), (nlohmann::json{{"to_step", 0}, {"steps", 2}}));
+    EXPECT_FALSE(p->contains("kept")) << p->dump();
+    const auto r0 = jsonLines(sparse.runDir() + "/rank0/plans.jsonl"),
+               r1 = jsonLines(sparse.runDir() + "/rank1/plans.jsonl");
+    EXPECT_EQ(r0, r1);
+    ASSERT_GE(r0.size(), 2u);
+    EXPECT_EQ(r0[0]["plan"], "topk{ratio: 0.001}@allgather");
+    EXPECT_EQ(r0[1]["step"], 0);
+    EXPECT_EQ(r0[1]["plan"], chosen);
   }
 }
 
