@@ -1,13 +1,18 @@
-// Test helper for tests/trainer: the small deterministic training config the
+// Test helpers for tests/trainer: the small deterministic training config the
 // trainer and controller tests share (an MLP on Fashion-MNIST, one thread,
 // constant learning rate), with the `compress:` section and further YAML
-// (train, comm, ...) given by the test.
+// (train, comm, ...) given by the test; and the check that two runs took the
+// same path.
 #pragma once
 
 #include "trainer/TrainConfig.h"
 #include "util/Yaml.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include <string>
+#include <vector>
 
 namespace gradzip::testing {
 
@@ -24,6 +29,20 @@ inline trainer::TrainConfig mlpConfig(const std::string& outDir, const std::stri
                            compress + "\n" + extra;
   auto r = YamlReader::loadString(text, "test.yaml");
   return trainer::TrainConfig::fromYaml(r);
+}
+
+// Two runs' TTA rows (tta.jsonl) are the same path: as many rows, and equal
+// steps, losses and accuracies, bit for bit. `plan`, if given, is b's plan in
+// every row.
+inline void expectSamePath(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b,
+                           const std::string& plan = "") {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "row " << i;
+    EXPECT_EQ(a[i]["metrics"]["accuracy"].get<double>(), b[i]["metrics"]["accuracy"].get<double>()) << "row " << i;
+    if (!plan.empty()) EXPECT_EQ(b[i]["plan"], plan) << "row " << i;
+  }
 }
 
 }  // namespace gradzip::testing
