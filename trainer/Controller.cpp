@@ -472,15 +472,15 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // pipelined trigger check"). The first decision needs no verdict: every
   // rank knows it is due.
   int64_t reason = kNone, soundBytes = 0;
-  if (!decided_) {
-    reason = kInitial;
-  } else if (verdictPending_) {
+  if (verdictPending_) {
     verdictWork_.wait();
-    reason = verdict_[0].item<int64_t>();
-    soundBytes = verdict_[1].item<int64_t>();
-    betaSteps_ = verdict_[2].item<int64_t>();
+    verdictPending_ = false;
+    const int64_t* v = verdict_.data_ptr<int64_t>();
+    reason = v[0];
+    soundBytes = v[1];
+    betaSteps_ = v[2];
   }
-  verdictPending_ = false;
+  if (!decided_) reason = kInitial;
   if (soundBytes > 0) sound(step, soundBytes);
   if (reason != kNone) decide(step, reasonName(reason), loop);
   sendVerdict(step);
@@ -521,7 +521,13 @@ void Controller::sendVerdict(int64_t step) {
       reason = kGain;
     if (reason == kNone) soundBytes = soundingDue(step);
   }
-  verdict_ = torch::tensor({reason, soundBytes, betaSteps}, torch::kLong);
+  // One buffer for every check: the last broadcast from it has completed
+  // (afterStep waited for it before acting).
+  if (!verdict_.defined()) verdict_ = torch::zeros({3}, torch::kLong);
+  int64_t* v = verdict_.data_ptr<int64_t>();
+  v[0] = reason;
+  v[1] = soundBytes;
+  v[2] = betaSteps;
   verdictWork_ = comm_.broadcast(verdict_, 0);
   verdictPending_ = true;
 }
