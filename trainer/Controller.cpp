@@ -165,6 +165,7 @@ double Controller::start(int64_t step) {
                      {"candidates", candidates_.size()},
                      {"small_plan", opts_.smallPlan.key()}};
   std::string betaFrom = fmt::format("the collectives of steps {}-{}", step + 1, step + kStartBetaSteps);
+  std::string sparseNote;  // the log line's account of a sparse start
   if (comm_.size() >= 2 && opts_.provisionalRewind && provisionalAhead() && step < opts_.provisionalStep) {
     // sparse_start_above: `initial`'s sync a step at the probe's α and β
     // (rank 0's; the probe's β may be NaN, which never exceeds it).
@@ -184,6 +185,10 @@ double Controller::start(int64_t step) {
                              {"initial_sync_predicted", sync},
                              {"probe_mbit", comm::bandwidthBitsPerSec(probed) / 1e6},
                              {"sounding_bytes", sparseSoundBytes_}};
+      sparseNote = fmt::format(" (sparse start: {} would sync {:.2f} s a step at the probe's {:.1f} Mbit/s; the "
+                               "steps before the provisional step run {})",
+                               active_.key(), sync, comm::bandwidthBitsPerSec(probed) / 1e6,
+                               opts_.sparseStartPlan.key());
       active_ = opts_.sparseStartPlan;
       betaFrom = fmt::format("{} all-reduces of {} KB at step {}", kSparseSoundings, sparseSoundBytes_ / 1024,
                              step + kStartBetaSteps);
@@ -199,12 +204,7 @@ double Controller::start(int64_t step) {
   writeDecision(rec.dump());
   if (comm_.size() >= 2)
     spdlog::info("controller: probed α = {:.1f} µs in {:.2f} s; β from {}{}", net_.alpha * 1e6, since(t0), betaFrom,
-                 sparseSoundBytes_ > 0
-                     ? fmt::format(" (sparse start: {} would sync {:.2f} s a step at the probe's {:.1f} Mbit/s; the "
-                                   "steps before the provisional step run {})",
-                                   opts_.initial.key(), rec["sparse_start"]["initial_sync_predicted"].get<double>(),
-                                   rec["sparse_start"]["probe_mbit"].get<double>(), active_.key())
-                     : "");
+                 sparseNote);
   return since(t0);
 }
 

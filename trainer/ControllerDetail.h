@@ -52,9 +52,9 @@ constexpr int64_t kStartBetaSteps = 2;
 // sparse_start_above: each of settleBeta's kSparseSoundings all-reduces is
 // sized to take this long at the start-up probe's rate (at least
 // BandwidthSounding::kMinBytes, past a token bucket's burst). The probe's β is
-// optimistic (its 4 KB messages fit in the burst), so they take longer: ~0.1 s
-// each at 10 Mbit/s for ResNet-20 (119 KB), where the two fp16 steps they
-// replace synced 0.5 s each.
+// optimistic (its 4 KB messages fit in the burst), so they take longer: the
+// faster of two took 0.098 s at 10 Mbit/s (115 KB, ResNet-20), where the two
+// fp16 steps they replace took 1.65 s with their compute.
 constexpr double kSparseSoundSeconds = 0.05;
 constexpr int kSparseSoundings = 2;
 

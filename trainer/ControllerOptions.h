@@ -151,11 +151,11 @@ struct ControllerOptions {
   // A slow link at the start. The steps before the provisional step measure
   // (compute time, a gradient to screen, β) and are undone when the knee is
   // not `initial`; on a slow link their fp16 sync is most of their time and
-  // thrown away: 2 x ~0.5 s on ResNet-20 at 10 Mbit/s, 2 x ~7.4 s for
-  // VGG-11's 18 MB at 20 Mbit/s. So when the start-up probe (its burst-optimistic β: a
+  // thrown away: the two took 1.65 s on ResNet-20 at 10 Mbit/s and 18 s on
+  // VGG-11 at 20 Mbit/s, start-up included. So when the start-up probe (its burst-optimistic β: a
   // lower bound on the sync) predicts `initial`'s sync above
   // sparse_start_above seconds a step, those steps run sparse_start_plan
-  // instead (TopK 0.1%: ~1.6 KB a step on ResNet-20), β comes from two timed
+  // instead (TopK 0.1%: 272 coordinates x 6 bytes a step on ResNet-20), β comes from two timed
   // all-reduces sized to take ~kSparseSoundSeconds at the probe's rate, and
   // the provisional step rewinds unless its choice is that plan itself (even
   // for `initial`). On a fast link the provisional step usually keeps fp16
