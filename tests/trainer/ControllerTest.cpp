@@ -159,7 +159,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->minInterval, 200);
   EXPECT_DOUBLE_EQ(cfg.controller->timeWeight, 0.85);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.05);
-  EXPECT_DOUBLE_EQ(cfg.controller->timeTolerance, 0.05);
+  EXPECT_DOUBLE_EQ(cfg.controller->timeTolerance, 0.04);
   EXPECT_EQ(cfg.controller->stat, "ef_rate");  // SGD's default (ControllerOptions::defaultStat)
   EXPECT_DOUBLE_EQ(cfg.controller->efRateScale, 0.03);
   EXPECT_EQ(cfg.controller->geometry, "optimizer");
