@@ -24,6 +24,13 @@ decision, the knee of the predicted front at each k instead, with the
 predicted step of THC 4-bit all-reduce over TopKC b=2's and TopKC b=2's
 screened vNMSE (where both were screened): the k at which a decision
 changes plan.
+
+With --followups it prints instead the cost model's error on the plans the
+decisions chose: |measured/predicted - 1| of every `followup` record
+(median, p75, p90, mean signed), over all logs and per compressor, the
+evidence behind `time_tolerance` (trainer/ControllerOptions.h).
+
+  python3 experiments/python/replay_knee.py --followups runs/*/auto*/decisions.jsonl
 """
 import argparse
 import json
@@ -91,6 +98,26 @@ def trigger(d):
     return d.get("trigger") or d.get("event")
 
 
+def followup_errors(logs):
+    """measured/predicted - 1 of each distinct followup record, by compressor."""
+    seen, errors = set(), {}
+    for log in logs:
+        for line in open(log):
+            d = json.loads(line)
+            if d.get("event") != "followup" or line in seen or not d.get("predicted_step"):
+                continue
+            seen.add(line)  # a run copied into two result folders counts once
+            errors.setdefault(d["plan"].split("@")[0], []).append(d["measured_step"] / d["predicted_step"] - 1)
+    return errors
+
+
+def summary(errs):
+    a = sorted(abs(e) for e in errs)
+    q = lambda f: a[min(len(a) - 1, int(f * len(a)))]  # noqa: E731
+    return {"n": len(a), "median_abs": round(q(0.5), 4), "p75_abs": round(q(0.75), 4),
+            "p90_abs": round(q(0.9), 4), "mean": round(sum(errs) / len(errs), 4)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("logs", nargs="+", help="decisions.jsonl files")
@@ -99,7 +126,16 @@ def main():
                     help="ef_rate_scale; several, comma-separated: a sweep")
     ap.add_argument("--time-weight", type=float, default=0.85)
     ap.add_argument("--tolerance", type=float, default=0.05, help="time_tolerance (the controller's default 0.05)")
+    ap.add_argument("--followups", action="store_true", help="the cost model's error on the chosen plans instead")
     a = ap.parse_args()
+    if a.followups:
+        errors = followup_errors(a.logs)
+        if not errors:
+            raise SystemExit("no followup records in these logs")
+        print(json.dumps({"all": summary([e for v in errors.values() for e in v])}))
+        for plan, errs in sorted(errors.items()):
+            print(json.dumps({plan: summary(errs)}))
+        return
     for log in a.logs:
         for line in open(log):
             d = json.loads(line)
