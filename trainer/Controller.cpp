@@ -180,6 +180,7 @@ double Controller::start(int64_t step) {
             ? BandwidthSounding::bytesFor(1.0, kSparseSoundSeconds, probed.beta, comm_.size())
             : 0;
     sparseSoundBytes_ = broadcastInt(bytes);
+    rec["initial_sync_predicted"] = sync;  // rank 0's, what sparse_start_above is compared with
     if (sparseSoundBytes_ > 0) {
       rec["sparse_start"] = {{"plan", opts_.sparseStartPlan.key()},
                              {"initial_sync_predicted", sync},

@@ -15,7 +15,7 @@
 //     screen_reps: 8                    # replays of the gradient that screen an error-feedback codec
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     provisional_rewind: true          # and undo those 2 fp16 steps (they measured)
-//     sparse_start_above: 1.0           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
+//     sparse_start_above: 0.1           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
 //     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
@@ -169,17 +169,22 @@ struct ControllerOptions {
   // the provisional step rewinds unless its choice is that plan itself (even
   // for `initial`). On a fast link the provisional step usually keeps fp16
   // and its steps with it, which undoing them would throw away: hence a
-  // threshold. 1 s, not 0.1: on ResNet-20 at 10 Mbit/s (0.18-0.24 s predicted)
-  // a sparse start saved 0.9 s a run, but there the provisional knee sits on
-  // time_tolerance (TopKC b=2 predicted 4.7-6.4% slower than TopK 3.3%, and
-  // ~15% slower to 0.83), and it took TopKC b=2 in 3 of 7 provisional steps
-  // with the soundings' β against 1 of 5 with the fp16 steps'; at 1 s it
-  // still takes VGG-11 at 20 Mbit/s (3.9 s predicted; 17 s saved a run),
-  // where each measuring step costs seconds
-  // (experiments/results/controller_ablation.md, "A sparse start and a
-  // pipelined trigger check"). Needs provisional_rewind; a large value
+  // threshold. 0.1 s since 11-28 (1 s before, when the sparse start's β
+  // tipped the 10 Mbit/s knee towards TopKC b=2 within the then 5%
+  // time_tolerance). With time_tolerance 0.04, ResNet-20 at 10 Mbit/s (0.23 s
+  // predicted, seeds 13-16) was charged 0.90-1.04 s for the provisional step
+  // against 1.88-2.38 s with the fp16 steps (one run 3.5 s: a slow first
+  // step), took TopK 3.3% in 3 of 4 seeds against 2 of 4, and reached 0.83
+  // in 1.06x topk33's time against 1.13x; at 20 Mbit/s it was charged
+  // 0.84-0.98 s against 1.28-1.52 s with the same plans and steps. VGG-11 and
+  // BERT-mini at 200 Mbit/s (12 steps each) were predicted below 0.1 s (the
+  // probe's β is burst-optimistic there) and took no sparse start. Where a
+  // run predicted just above it keeps `initial` (compute ~20x the sync or
+  // more), the two undone steps are the cost (experiments/results/
+  // controller_ablation.md, "A sparse start and a pipelined trigger check",
+  // "`time_tolerance` 0.04"). Needs provisional_rewind; a large value
   // (1e9): never.
-  double sparseStartAbove = 1.0;
+  double sparseStartAbove = 0.1;
   Plan sparseStartPlan = defaultSparseStartPlan();
   // Steps per explored candidate, the first untimed. The paper uses 10; 6
   // keeps a decision (explore x explore_steps steps) near 10% of min_interval.

@@ -167,7 +167,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->exploreMinSteps, 2);
   EXPECT_TRUE(cfg.controller->provisionalRewind);
   EXPECT_FALSE(parse("{name: auto, provisional_rewind: false}").controller->provisionalRewind);
-  EXPECT_DOUBLE_EQ(cfg.controller->sparseStartAbove, 1.0);
+  EXPECT_DOUBLE_EQ(cfg.controller->sparseStartAbove, 0.1);
   EXPECT_EQ(cfg.controller->sparseStartPlan.key(), "topk{ratio: 0.001}@allgather");
   EXPECT_EQ(parse("{name: auto, sparse_start_above: 0, sparse_start_plan: {name: topkc, topkc: {bits: 0.5}}}")
                 .controller->sparseStartPlan.key(),
