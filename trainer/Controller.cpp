@@ -183,7 +183,6 @@ double Controller::start(int64_t step) {
     rec["initial_sync_predicted"] = sync;  // rank 0's, what sparse_start_above is compared with
     if (sparseSoundBytes_ > 0) {
       rec["sparse_start"] = {{"plan", opts_.sparseStartPlan.key()},
-                             {"initial_sync_predicted", sync},
                              {"probe_mbit", comm::bandwidthBitsPerSec(probed) / 1e6},
                              {"sounding_bytes", sparseSoundBytes_}};
       sparseNote = fmt::format(" (sparse start: {} would sync {:.2f} s a step at the probe's {:.1f} Mbit/s; the "
