@@ -8,6 +8,7 @@
 
 #include "comm/CostModel.h"
 #include "comm/NetworkProbe.h"
+#include "compress/CounterRng.h"
 #include "compress/Factory.h"
 #include "trainer/Pareto.h"
 #include "trainer/PlanCost.h"
@@ -54,6 +55,8 @@ constexpr size_t kSharpSteps = 3;
 // Steps between refreshes of the measuring geometry (refreshGeometry): a
 // per-tensor pass over Adam's v̂, which moves slowly, so not every check.
 constexpr int64_t kGeometryEvery = 5;
+// The gradient noise scale's sample stream: seeded by this and the step.
+constexpr uint64_t kNoiseSeed = 0x6e6f697365ULL;
 
 enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
 const char* reasonName(int64_t r) {
@@ -454,6 +457,8 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // soundings and decisions.
   const auto entry = Clock::now();
   observe(m);
+  if (opts_.noiseEvery > 0 && !opts_.pin && batch_ > 0 && step >= opts_.warmupSteps && step % opts_.noiseEvery == 0)
+    measureNoiseScale(step);
   if (betaPending_ && observedSteps_ >= kStartBetaSteps) settleBeta(step);
   // Adam's v̂ moves slowly (β₂ = 0.999): the geometry of the last refresh
   // serves the kGeometryEvery steps until the next one. The first refresh
@@ -485,6 +490,27 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   if (reason != kNone) decide(step, reasonName(reason), loop);
   sendVerdict(step);
   return since(entry);
+}
+
+void Controller::measureNoiseScale(int64_t step) {
+  std::vector<at::Tensor> local;  // this step's gradients before the sync, as screening reads them
+  for (int k : large_) {
+    if (!sync_.lastInput(k).defined()) return;  // (on every rank alike: all measure under the controller)
+    local.push_back(sync_.lastInput(k));
+  }
+  if (local.empty()) return;
+  const auto e = measureNoise(comm_, local, batch_, compress::mix64(kNoiseSeed + uint64_t(step)), noiseBuffer_);
+  noise_.add(e);
+  if (comm_.rank() != 0) return;
+  writeDecision(nlohmann::json{{"step", step},
+                               {"event", "noise"},
+                               {"batch", batch_},
+                               {"world_size", comm_.size()},
+                               {"samples", kNoiseSample},
+                               {"grad_sq", e.gradSq},
+                               {"trace", e.trace},
+                               {"b_simple", noise_.bSimple()}}
+                    .dump());
 }
 
 void Controller::sendVerdict(int64_t step) {

@@ -80,6 +80,9 @@
 // bandwidth: timed all-reduces every sound_every steps do (trainer/BandwidthSounding.h),
 // and two in a row that see the link change call a decision (trigger
 // "sounding"), which measures β with all-reduces sized for the new link.
+// Every noise_every steps the ranks' gradients give the gradient noise scale
+// (trainer/GradientNoise.h, `noise` records), with which `gradzip simulate`
+// carries the steps to a target to other numbers of workers.
 #pragma once
 
 #include "comm/LinkFitter.h"
@@ -87,6 +90,7 @@
 #include "trainer/BandwidthSounding.h"
 #include "trainer/Candidates.h"
 #include "trainer/DriftDetector.h"
+#include "trainer/GradientNoise.h"
 #include "trainer/GradSync.h"
 #include "trainer/OverlapModel.h"
 
@@ -159,6 +163,8 @@ class Controller {
   // check.
   using Geometry = std::function<std::optional<double>(const torch::Tensor& param)>;
   void setGeometry(Geometry scaleOf) { geometry_ = std::move(scaleOf); }
+  // Samples per rank per step, for the gradient noise scale (noise_every).
+  void setBatch(int64_t perRank) { batch_ = perRank; }
 
   const comm::NetworkParams& network() const { return net_; }
   const std::vector<Candidate>& candidates() const { return candidates_; }
@@ -193,6 +199,9 @@ class Controller {
   };
 
   void observe(const StepMeasure& m);
+  // Collective, every noise_every steps: the gradient noise scale of this
+  // step's gradients (trainer/GradientNoise.h), logged by rank 0.
+  void measureNoiseScale(int64_t step);
   void resetMeasurements();
   void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
   // Rank 0: `plan`'s codec on each large bucket's last gradient: encode +
@@ -369,6 +378,11 @@ class Controller {
   // Bandwidth soundings (rank 0 decides and keeps the verdicts).
   BandwidthSounding sounding_;
   at::Tensor soundBuffer_;
+  // The gradient noise scale's running estimate, its sample buffer, and the
+  // samples per rank per step it needs (setBatch; 0: not measured).
+  GradientNoise noise_;
+  at::Tensor noiseBuffer_;
+  int64_t batch_ = 0;
   int64_t lastSound_ = -1;    // step of the last sounding on this plan (-1: none yet)
   bool soundAgain_ = false;   // the last sounding was suspect: confirm at the next check
   bool soundTriggered_ = false;

@@ -70,6 +70,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.networkDrift = r.getDouble("network_drift", o.networkDrift, 0.001, 100.0);
   o.soundEvery = r.getInt("sound_every", o.soundEvery, 0);
   o.soundShare = r.getDouble("sound_share", o.soundShare, 1e-4, 1.0);
+  o.noiseEvery = r.getInt("noise_every", o.noiseEvery, 0);
   o.followupSteps = r.getInt("followup_steps", o.followupSteps, 1);
   o.smallBucketKb = r.getInt("small_bucket_kb", o.smallBucketKb, 0);
   if (r.has("small_plan")) o.smallPlan = Plan::fromYaml(r.child("small_plan"));
@@ -116,6 +117,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["network_drift"] = networkDrift;
   n["sound_every"] = soundEvery;
   n["sound_share"] = soundShare;
+  n["noise_every"] = noiseEvery;
   n["followup_steps"] = followupSteps;
   n["small_bucket_kb"] = smallBucketKb;
   n["small_plan"] = smallPlan.toYaml();

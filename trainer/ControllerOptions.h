@@ -19,6 +19,7 @@
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
 //     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
+//     noise_every: 20                   # steps between gradient-noise-scale measurements (0: never)
 //     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
 #pragma once
 
@@ -241,6 +242,15 @@ struct ControllerOptions {
   // Off in pinned mode, which must train like the static plan.
   int64_t soundEvery = 50;
   double soundShare = 0.02;
+  // Steps between measurements of the gradient noise scale
+  // (trainer/GradientNoise.h; logged as `noise` records for `gradzip
+  // simulate`, which carries the steps to a target to other batch sizes
+  // with it): one all-reduce of kNoiseSample = 2048 coordinates (8 KB) of
+  // the ranks' gradients, ~7 ms at 10 Mbit/s, 0.3 ms a step at 20 steps
+  // (0: never). Frequent and small rather than rare and large: with 2 ranks
+  // each measurement is one draw of the batches' noise, so the estimate
+  // needs many. From the warm-up's end on; off in pinned mode, as soundings.
+  int64_t noiseEvery = 20;
   // Steps after a decision (after the 10 the drift detectors calibrate on)
   // whose mean step time is logged against the decision's prediction.
   int64_t followupSteps = 20;

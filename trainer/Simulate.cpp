@@ -67,7 +67,7 @@ OverlapInputs overlapOf(const nlohmann::json& decision) {
 
 }  // namespace
 
-RunProfile loadRunProfile(const std::string& dir) {
+RunProfile loadRunProfile(const std::string& dir, const std::vector<double>& targets) {
   RunProfile p;
   p.dir = dir;
   const std::string log = dir + "/decisions.jsonl";
@@ -78,6 +78,12 @@ RunProfile loadRunProfile(const std::string& dir) {
   for (const auto& r : records) {
     if (r.value("event", "") == "start") p.worldSize = r.at("world_size").get<int>();
     if (r.value("event", "") == "decision") last = &r;
+    // A measurement whose estimates were not finite is logged with nulls: skipped.
+    if (r.value("event", "") == "noise" && r.value("batch", int64_t(0)) > 0 && r.contains("grad_sq") &&
+        r.contains("trace") && r["grad_sq"].is_number() && r["trace"].is_number()) {
+      p.batch = r["batch"].get<int64_t>();
+      p.noise.push_back({r.value("step", int64_t(0)), {r["grad_sq"].get<double>(), r["trace"].get<double>()}});
+    }
   }
   GZ_CHECK(last, "{}: the run took no decision (it ended before the controller's warm-up?)", log);
   for (const auto& r : records) {
@@ -85,7 +91,8 @@ RunProfile loadRunProfile(const std::string& dir) {
     // The decision it follows up: its network and compute time.
     for (const auto& d : records) {
       if (d.value("event", "") != "decision" || d["step"] != r["decision_step"]) continue;
-      p.followups.push_back({planFromKey(r.at("plan").get<std::string>()), r.at("measured_step").get<double>(),
+      p.followups.push_back({planFromKey(r.at("plan").get<std::string>()), r.at("decision_step").get<int64_t>(),
+                             r.at("measured_step").get<double>(),
                              d.at("base_step").get<double>(), r.value("measured_base", double(NAN)),
                              r.value("measured_exposed", double(NAN)),
                              comm::NetworkParams{d.at("alpha").get<double>(), d.at("beta").get<double>()},
@@ -122,6 +129,7 @@ RunProfile loadRunProfile(const std::string& dir) {
     throw UserError(fmt::format("{}: a decision record lacks a field ({})", log, e.what()));
   }
   const std::string cfgPath = dir + "/config.yaml";
+  std::vector<double> wanted = targets;
   if (std::filesystem::exists(cfgPath)) {
     const auto cfg = TrainConfig::load(cfgPath);
     if (cfg.controller) {
@@ -129,19 +137,46 @@ RunProfile loadRunProfile(const std::string& dir) {
       for (size_t i = 0; i < p.candidates.size(); ++i)  // the run's statistical cost (vNMSE as loaded)
         p.candidates[i].stat = statisticalCost(*cfg.controller, p.candidates[i].plan, p.candidates[i].stat, gains[i]);
     }
-    if (std::filesystem::exists(dir + "/tta.jsonl")) {
-      for (const auto& row : readJsonLines(dir + "/tta.jsonl")) {
+    if (wanted.empty()) wanted = cfg.train.targets;
+  }
+  const std::string tta = dir + "/tta.jsonl";
+  if (!wanted.empty() && std::filesystem::exists(tta)) {
+    try {
+      int64_t lastStep = 0;
+      double stepSeconds = 0;  // Σ mean step x steps over the rows so far
+      bool breakdown = true;
+      for (const auto& row : readJsonLines(tta)) {
+        const int64_t step = row.at("step").get<int64_t>();
+        if (breakdown && row.contains("breakdown") && row["breakdown"].contains("step"))
+          stepSeconds += double(step - lastStep) * row["breakdown"]["step"].get<double>();
+        else
+          breakdown = false;
+        lastStep = step;
         const auto& m = row.at("metrics");
         const char* key = m.contains("accuracy") ? "accuracy" : m.contains("mlm_accuracy") ? "mlm_accuracy" : nullptr;
         if (!key) continue;
-        for (double t : cfg.train.targets)
+        const double seconds = row.at("train_seconds").get<double>();
+        for (double t : wanted)
           if (!p.reached.count(t) && m[key].get<double>() >= t)
-            p.reached[t] = {row.at("step").get<int64_t>(), row.at("train_seconds").get<double>()};
+            p.reached[t] = {step, seconds, breakdown ? std::max(0.0, seconds - stepSeconds) : 0.0};
       }
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(fmt::format("{}: a row lacks a field ({})", tta, e.what()));
     }
   }
   GZ_CHECK(!p.candidates.empty(), "{}: the last decision has no screened candidate", log);
   return p;
+}
+
+double RunProfile::noiseScale(int64_t step) const {
+  GradientNoise n;
+  for (const auto& [s, e] : noise)
+    if (s <= step) n.add(e);
+  return n.bSimple();
+}
+
+double RunProfile::stepsAt(int64_t steps, double globalBatch) const {
+  return stepsAtBatch(double(steps), double(worldSize) * double(batch), globalBatch, noiseScale(steps));
 }
 
 double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const comm::NetworkParams& net,
@@ -159,7 +194,9 @@ double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const 
 }
 
 int simulateCommand(const SimulateArgs& args) {
-  auto p = loadRunProfile(args.run);
+  for (double t : args.targets)
+    GZ_CHECK(std::isfinite(t) && t > 0, "simulate: --targets must be positive accuracies, got {}", t);
+  auto p = loadRunProfile(args.run, args.targets);
   if (args.timeWeight >= 0) {
     GZ_CHECK(args.timeWeight <= 1, "simulate: --time-weight must be in [0, 1], got {}", args.timeWeight);
     p.controller.timeWeight = args.timeWeight;
@@ -178,8 +215,22 @@ int simulateCommand(const SimulateArgs& args) {
      << fmt::format("- network: α = {:.1f} µs, {:.1f} Mbit/s{}\n", net.alpha * 1e6,
                     comm::bandwidthBitsPerSec(net) / 1e6,
                     args.mbit > 0 || args.latencyMs >= 0 ? " (given)" : " (the run's probe)")
-     << "- assumptions: per-worker compute and encode/decode as measured; the steps to a target do not change "
-        "with N (weak scaling); collectives cost as in the α-β model (trainer/PlanCost.h)\n\n";
+     << "- assumptions: per-worker compute and encode/decode as measured; collectives cost as in the α-β model "
+        "(trainer/PlanCost.h); a time to target is the steps to it at N workers times the pick's predicted step, "
+        "plus the run's own training time beyond its steps until it reached the target (the controller's charged "
+        "start, probes and explorations";
+  for (const auto& [t, at] : p.reached) md << fmt::format("; {:.1f} s to {}", at.overhead, t);
+  md << ")\n";
+  if (p.noise.empty()) {
+    md << "- steps to a target: the same at every N (weak scaling; the run logged no gradient noise scale)\n\n";
+  } else {
+    md << fmt::format("- steps to a target: this run's, carried from its global batch ({} x {}) to N x {} by "
+                      "S(B) = S_min·(1 + B_noise/B) (McCandlish et al. 2018, Eq. 2.11), B_noise = tr(Σ)/|G|² "
+                      "as the controller measured it ({} measurements",
+                      p.worldSize, p.batch, p.batch, p.noise.size());
+    for (const auto& [t, at] : p.reached) md << fmt::format("; {:.0f} samples until {}", p.noiseScale(at.step), t);
+    md << ")\n\n";
+  }
   const CandidateProfile* fp16 = nullptr;
   for (const auto& c : p.candidates)
     if (c.plan.key() == "fp16@engine") fp16 = &c;
@@ -195,7 +246,8 @@ int simulateCommand(const SimulateArgs& args) {
     const double base16 = fp16 ? predictStep(p, *fp16, n, net, p.baseStep) : NAN;
     md << fmt::format("| {} | `{}` | {} | {} | {:.2f} |", n, p.candidates[k].plan.key(), ms(pts[k].time), ms(base16),
                       base16 / pts[k].time);
-    for (const auto& [t, at] : p.reached) md << fmt::format(" {:.1f} |", double(at.first) * pts[k].time);
+    for (const auto& [t, at] : p.reached)
+      md << fmt::format(" {:.1f} |", p.stepsAt(at.step, double(n) * double(p.batch)) * pts[k].time + at.overhead);
     md << "\n";
   }
 
@@ -210,14 +262,21 @@ int simulateCommand(const SimulateArgs& args) {
        << "| run | N | plan | predicted (ms) | measured (ms) | error | base (ms) | exposed sync (ms) |\n"
        << "|---|---:|---|---:|---:|---:|---:|---:|\n";
     double worst = 0;
-    for (const auto& dir : args.validate) {
-      const auto v = loadRunProfile(dir);
+    std::vector<RunProfile> runs;
+    for (const auto& dir : args.validate) runs.push_back(loadRunProfile(dir, args.targets));
+    // A follow-up's plan as simulated: its codec costs from the simulated
+    // run where that run screened it, else from the validated run.
+    auto profileOf = [&](const RunProfile& v, const RunProfile::Followup& f) -> const CandidateProfile* {
+      for (const auto& cand : p.candidates)
+        if (cand.plan == f.plan) return &cand;
+      for (const auto& cand : v.candidates)
+        if (cand.plan == f.plan) return &cand;
+      return nullptr;
+    };
+    for (const auto& v : runs) {
+      const auto& dir = v.dir;
       for (const auto& f : v.followups) {
-        const CandidateProfile* c = nullptr;
-        for (const auto& cand : p.candidates)
-          if (cand.plan == f.plan) c = &cand;
-        for (const auto& cand : v.candidates)
-          if (!c && cand.plan == f.plan) c = &cand;
+        const CandidateProfile* c = profileOf(v, f);
         if (!c) continue;
         const double pred = predictStep(v, *c, v.worldSize, f.net, f.baseStep, &f.overlap);
         const double err = (pred - f.measuredStep) / f.measuredStep;
@@ -230,6 +289,56 @@ int simulateCommand(const SimulateArgs& args) {
       }
     }
     md << fmt::format("\nLargest |error|: {:.1f}% (target <= 15%).\n", 100 * worst);
+
+    // Time to target: what the TTA columns above claim, checked.
+    md << "\n### Time to target\n\n"
+       << "Each row: a target both this run and the validated run reached; predicted = this run's steps to it "
+          "(the first evaluation at or above it), carried to the validated run's global batch as above, times "
+          "the step predicted, as above, for the plan the validated run's controller had in force when it "
+          "reached the target (its latest decision before that step), plus this run's training time beyond its "
+          "steps until the target; measured = the validated run's training time to that evaluation. The steps "
+          "(this run's, as predicted there, and that run's), the validated run's mean step up to the target and "
+          "the time beyond the steps of both runs separate the error of the steps from that of the step "
+          "time.\n\n"
+       << "| run | N | target | plan in force | steps (this run / predicted / that run) | predicted step (ms) | "
+          "measured mean step (ms) | beyond the steps (s, this run / that run) | predicted (s) | measured (s) | "
+          "error |\n"
+       << "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    double worstTta = 0;
+    size_t ttaRows = 0;
+    for (const auto& v : runs)
+      for (const auto& [t, at] : v.reached) {
+        const auto src = p.reached.find(t);
+        if (src == p.reached.end()) continue;
+        const auto& from = src->second;
+        const RunProfile::Followup* f = nullptr;  // the latest follow-up decided before the target's step
+        for (const auto& g : v.followups)
+          if (g.decisionStep <= at.step && (!f || g.decisionStep >= f->decisionStep)) f = &g;
+        const CandidateProfile* c = f ? profileOf(v, *f) : nullptr;
+        const std::string mean = ms(at.seconds / double(std::max<int64_t>(1, at.step)));
+        const std::string beyond = fmt::format("{:.1f} / {:.1f}", from.overhead, at.overhead);
+        const double steps = p.stepsAt(from.step, double(v.worldSize) * double(v.batch > 0 ? v.batch : p.batch));
+        const std::string stepCounts = fmt::format("{} / {:.0f} / {}", from.step, steps, at.step);
+        if (!c) {
+          md << fmt::format("| {} | {} | {} | n/a (no decision followed up before step {}) | {} | n/a | {} | {} | "
+                            "n/a | {:.1f} | n/a |\n",
+                            v.dir, v.worldSize, t, at.step, stepCounts, mean, beyond, at.seconds);
+          continue;
+        }
+        const double step = predictStep(v, *c, v.worldSize, f->net, f->baseStep, &f->overlap);
+        const double pred = steps * step + from.overhead;
+        const double err = (pred - at.seconds) / at.seconds;
+        worstTta = std::max(worstTta, std::abs(err));
+        ++ttaRows;
+        md << fmt::format("| {} | {} | {} | `{}` | {} | {} | {} | {} | {:.1f} | {:.1f} | {:+.1f}% |\n", v.dir,
+                          v.worldSize, t, f->plan.key(), stepCounts, ms(step), mean, beyond, pred, at.seconds,
+                          100 * err);
+      }
+    if (ttaRows == 0)
+      md << "\nNo target was reached by both this run and a validated one (targets: the config's "
+            "train.targets or --targets).\n";
+    else
+      md << fmt::format("\nLargest |error| of the time to target: {:.1f}% (target <= 15%).\n", 100 * worstTta);
   }
   std::cout << md.str();
   if (!args.out.empty()) {

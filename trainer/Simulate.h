@@ -4,17 +4,26 @@
 // encode+decode seconds and statistics, and the buckets; with the α-β cost
 // model (trainer/PlanCost.h) at a given bandwidth and latency it predicts each
 // candidate's step time for N = 2 .. 1024 workers, the plan the controller's
-// knee would pick, and the time to each target the run reached (its step count
-// to the target times the predicted step time: the weak-scaling assumption
-// that per-worker batch and steps to target do not change with N).
+// knee would pick, and the time to each target the run reached: its step count
+// to the target carried to N workers' global batch by the gradient noise
+// scale the run measured until then (S(B) = S_min·(1 + B_noise/B),
+// trainer/GradientNoise.h; without `noise` records, as in logs before it,
+// the steps stay as they are: weak scaling), times the predicted step time,
+// plus the training time the run spent beyond its steps until then (the
+// controller's probes, charged start and explorations).
 // Validation: for other `auto` runs (e.g. N = 2 and 4 on emulated links), the
 // step time predicted for each plan they settled on, from their probed α, β,
 // world size and compute time, against the step time they then measured (the
-// decision log's follow-up records).
+// decision log's follow-up records); and for every target both runs reached,
+// the time to it predicted the same way (the simulated run's steps to the
+// target times the predicted step of the plan in force when the other run
+// reached it) against the time that run took, warm-up, probes and
+// explorations included.
 #pragma once
 
 #include "comm/CostModel.h"
 #include "trainer/ControllerOptions.h"
+#include "trainer/GradientNoise.h"
 #include "trainer/OverlapModel.h"
 #include "trainer/Plan.h"
 #include "trainer/Pareto.h"
@@ -45,12 +54,30 @@ struct RunProfile {
   std::vector<CandidateProfile> candidates;
   // The knee's options (time_weight, knee, time_tolerance): the run's config when it has one.
   ControllerOptions controller;
-  // target -> (step, train seconds) of the first evaluation that reached it.
-  std::map<double, std::pair<int64_t, double>> reached;
+  // The first evaluation that reached a target (the run config's
+  // train.targets, or those given to loadRunProfile): its step, its training
+  // time, and the part of that time that was not the steps' (train seconds −
+  // Σ the logged mean step × the steps of each window: what the controller
+  // charged; 0 when a row has no step breakdown).
+  struct Reached {
+    int64_t step = 0;
+    double seconds = 0, overhead = 0;
+  };
+  std::map<double, Reached> reached;
+  // The controller's `noise` records: samples per rank per step (0: none
+  // logged) and each measurement's step and estimates.
+  int64_t batch = 0;
+  std::vector<std::pair<int64_t, NoiseEstimate>> noise;
+  // B_noise from the measurements up to `step` (NaN without any).
+  double noiseScale(int64_t step) const;
+  // The steps to a target reached at `steps` here, at a global batch of
+  // `globalBatch` samples a step (stepsAtBatch with noiseScale(steps)).
+  double stepsAt(int64_t steps, double globalBatch) const;
   // Follow-up records: the plan a decision chose and its then-measured step,
   // split into base and exposed sync (NaN in logs written before a145a19).
   struct Followup {
     Plan plan;
+    int64_t decisionStep = 0;  // the step of the decision it follows up
     double measuredStep = 0, baseStep = 0;
     double measuredBase = NAN, measuredExposed = NAN;
     comm::NetworkParams net;
@@ -61,9 +88,12 @@ struct RunProfile {
 
 // Reads dir/decisions.jsonl (the last decision's network, base step and
 // buckets; each candidate from the latest decision that screened it), dir/config.yaml
-// and dir/tta.jsonl. UserError naming the file when a piece is missing, e.g.
-// the run was not `compress: auto` or never decided.
-RunProfile loadRunProfile(const std::string& dir);
+// and dir/tta.jsonl (the first evaluation reaching each of `targets`, or of
+// the config's train.targets when `targets` is empty: a suite's runs carry
+// their targets in the suite file, not in their config). UserError naming the
+// file when a piece is missing, e.g. the run was not `compress: auto` or never
+// decided.
+RunProfile loadRunProfile(const std::string& dir, const std::vector<double>& targets = {});
 
 // base + the exposed part (trainer/OverlapModel.h, `overlap` or else the
 // run's last decision's) of encode/decode (split over the buckets by size)
@@ -82,6 +112,7 @@ struct SimulateArgs {
   double latencyMs = -1;    // >= 0: this latency instead of the run's probe
   double timeWeight = -1;   // in [0, 1]: this knee preference instead of the run's time_weight
   std::vector<std::string> validate;  // auto runs to check the predictions against
+  std::vector<double> targets;        // accuracy targets (default: the run config's train.targets)
   std::string out;          // also write the report (markdown) here
 };
 int simulateCommand(const SimulateArgs& args);

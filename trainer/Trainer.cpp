@@ -176,6 +176,7 @@ struct Trainer::Impl final : ControlledLoop {
       if (comm.size() >= 2) {
         controller = std::make_unique<Controller>(*cfg.controller, comm, *sync, cfg.runDir());
         controller->setGeometry([this](const torch::Tensor& p) { return updateScale(*optimizer, p); });
+        controller->setBatch(cfg.data.batchSize);
         controllerStartSeconds = controller->start(0);
       } else {
         spdlog::warn("compress: auto chooses among collectives and needs at least 2 ranks; one rank runs {}",

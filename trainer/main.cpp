@@ -85,8 +85,11 @@ int main(int argc, char** argv) {
   simulate->add_option("--latency-ms", simArgs.latencyMs, "Latency α in ms (default: the run's probe)");
   simulate->add_option("--time-weight", simArgs.timeWeight,
                        "Knee preference in [0, 1] (1: fastest) (default: the run's compress.time_weight)");
-  simulate->add_option("--validate", simArgs.validate, "Other `auto` runs whose measured step times to predict")
+  simulate->add_option("--validate", simArgs.validate,
+                       "Other `auto` runs whose measured step times and times to target to predict")
       ->check(CLI::ExistingDirectory);
+  simulate->add_option("--targets", simArgs.targets,
+                       "Accuracy targets (default: the run config's train.targets; a suite's runs need them here)");
   simulate->add_option("--out", simArgs.out, "Also write the report (markdown) here");
 
   auto* bench = app.add_subcommand("bench", "Microbenchmarks");

@@ -226,6 +226,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, sound_every: -1}", "compress.sound_every");
   expectError("{name: auto, sound_share: 2}", "compress.sound_share");
   expectError("{name: auto, sound_share: 0}", "compress.sound_share");  // would never sound again
+  expectError("{name: auto, noise_every: -5}", "compress.noise_every");
   expectError("{name: auto, provisional_rewind: 3}", "compress.provisional_rewind");
   expectError("{name: auto, sparse_start_above: -1}", "compress.sparse_start_above");
   expectError("{name: auto, sparse_start_plan: {name: zip}}", "zip");
@@ -433,16 +434,34 @@ TEST_F(ControllerTrainTest, ASparseStartMeasuresOnTheSparsePlanAndRewindsToTheCh
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   auto cfg = config(dir.path(),
                     "{name: auto, families: [fp16, topk, topkc, cnat], warmup_steps: 5, min_interval: 10,"
-                    " check_every: 5, gain_drift: 0.001, explore: 2, explore_steps: 2, probe: {budget_seconds: 0.5}}",
+                    " check_every: 5, gain_drift: 0.001, explore: 2, explore_steps: 2, noise_every: 10,"
+                    " probe: {budget_seconds: 0.5}}",
                     40);
   train(cfg);
   const auto r0 = jsonLines(cfg.runDir() + "/rank0/plans.jsonl"), r1 = jsonLines(cfg.runDir() + "/rank1/plans.jsonl");
   ASSERT_GE(r0.size(), 1u);  // the starting plan, then one line per switch
   EXPECT_EQ(r0, r1);
-  int decisions = 0;
+  int decisions = 0, noiseRecords = 0;
+  double noiseGradSq = 0, noiseTrace = 0;
   for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
     if (r["event"] == "start") {
       EXPECT_EQ(r["plan"], "fp16@engine");
+    }
+    if (r["event"] == "noise") {
+      // The gradient noise scale at steps 10, 20, 30, 40: the ranks' mean
+      // squared norm is at least that of their mean (Jensen), so tr(Σ) >= 0,
+      // and b_simple is the running Σ tr(Σ) / Σ |G|² of the records so far.
+      EXPECT_EQ(r["step"].get<int64_t>() % 10, 0);
+      EXPECT_EQ(r["batch"].get<int64_t>(), cfg.data.batchSize);
+      EXPECT_EQ(r["world_size"], 2);
+      EXPECT_GE(r["trace"].get<double>(), 0.0) << r.dump();
+      noiseGradSq += r["grad_sq"].get<double>();
+      noiseTrace += r["trace"].get<double>();
+      ++noiseRecords;
+      if (noiseGradSq > 0)
+        EXPECT_NEAR(r["b_simple"].get<double>(), noiseTrace / noiseGradSq, 1e-9 * noiseTrace / noiseGradSq);
+      else
+        EXPECT_TRUE(r["b_simple"].is_null()) << r.dump();
     }
     if (r["event"] != "decision") continue;
     ++decisions;
@@ -461,6 +480,7 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
     }
   }
   EXPECT_GE(decisions, 1);
+  EXPECT_EQ(noiseRecords, 4);
 }
 
 namespace {
@@ -861,8 +881,28 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
       << R"({"plan":"cnat@ps","ok":false,"screened":false}]})" << "\n"
       // A follow-up as logged before a145a19: no base / exposed split.
       << R"({"event":"followup","decision_step":220,"plan":"topk{ratio: 0.01}@allgather","measured_step":0.07})"
-      << "\n";
+      << "\n"
+      // The gradient noise scale: B_noise = 64 / 1 from step 100 on (the
+      // record without estimates is skipped).
+      << R"({"event":"noise","step":100,"batch":32,"world_size":2,"grad_sq":1.0,"trace":64.0})" << "\n"
+      << R"({"event":"noise","step":250,"batch":32,"world_size":2,"grad_sq":null,"trace":null})" << "\n";
+    // Evaluations: 0.6 first reached at step 200 (70 s), 0.7 at step 300
+    // (100 s); the mean steps of the windows (100 x 0.35, 100 x 0.28, 100 x
+    // 0.25 s) leave 7 s and 12 s of training time beyond the steps.
+    std::ofstream t(dir.path() + "/tta.jsonl");
+    t << R"({"step":100,"train_seconds":40.0,"breakdown":{"step":0.35},"metrics":{"accuracy":0.5}})" << "\n"
+      << R"({"step":200,"train_seconds":70.0,"breakdown":{"step":0.28},"metrics":{"accuracy":0.65}})" << "\n"
+      << R"({"step":300,"train_seconds":100.0,"breakdown":{"step":0.25},"metrics":{"accuracy":0.72}})" << "\n";
   }
+  // No config.yaml, so no targets of its own: only those given are looked up.
+  EXPECT_TRUE(trainer::loadRunProfile(dir.path()).reached.empty());
+  const auto withTargets = trainer::loadRunProfile(dir.path(), {0.6, 0.7, 0.9});
+  ASSERT_EQ(withTargets.reached.size(), 2u);  // 0.9 never reached
+  EXPECT_EQ(withTargets.reached.at(0.6).step, 200);
+  EXPECT_DOUBLE_EQ(withTargets.reached.at(0.6).seconds, 70.0);
+  EXPECT_NEAR(withTargets.reached.at(0.6).overhead, 7.0, 1e-9);
+  EXPECT_EQ(withTargets.reached.at(0.7).step, 300);
+  EXPECT_NEAR(withTargets.reached.at(0.7).overhead, 12.0, 1e-9);
   const auto p = trainer::loadRunProfile(dir.path());
   ASSERT_EQ(p.candidates.size(), 2u);  // the failed screening is not a candidate
   EXPECT_EQ(p.candidates[0].plan.key(), "fp16@engine");  // from step 20, the latest that screened it
@@ -877,6 +917,13 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
               0.055 + comm::allGatherCost(60000, 8, net), 1e-9);
   ASSERT_EQ(p.followups.size(), 2u);
   EXPECT_EQ(p.followups[0].plan.key(), "fp16@engine");
+  EXPECT_EQ(p.followups[1].decisionStep, 220);
+  EXPECT_EQ(p.batch, 32);
+  ASSERT_EQ(p.noise.size(), 1u);
+  EXPECT_TRUE(std::isnan(p.noiseScale(99)));
+  EXPECT_DOUBLE_EQ(p.noiseScale(300), 64.0);
+  // 200 steps at 2 x 32 are S_min = 100 (Eq. 2.11): 103.1 at 64 x 32.
+  EXPECT_DOUBLE_EQ(p.stepsAt(200, 64.0 * 32), 200 * (1 + 64.0 / 2048) / 2);
   EXPECT_DOUBLE_EQ(p.followups[0].measuredBase, 0.1);
   EXPECT_TRUE(std::isnan(p.followups[1].measuredBase));
   // The report. N = 2: TopK at 60.8 ms against fp16's 214 ms is worth its
@@ -904,6 +951,38 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   ASSERT_NE(topk, std::string::npos) << md;
   const std::string row = md.substr(topk, md.find('\n', topk) - topk);
   EXPECT_EQ(row.substr(row.size() - 13), "| n/a | n/a |") << row;
+  // Without targets there is nothing to check the times to target against.
+  EXPECT_NE(md.find("No target was reached by both"), std::string::npos) << md;
+
+  // With targets: the TTA columns (steps to the target x the pick's step,
+  // plus the time beyond the steps: 200 x 60.8 ms + 7 s at N = 2), and the
+  // times to target validated. 0.6 was reached at step 200, under the
+  // step-20 decision's fp16 (214 ms predicted: 42.8 + 7 s against 70 s
+  // measured); 0.7 at step 300, under the step-220 decision's TopK (50 + 5 ms
+  // + the all-gather).
+  args.targets = {0.6, 0.7};
+  ASSERT_EQ(trainer::simulateCommand(args), 0);
+  std::ifstream in2(args.out);
+  const std::string md2((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md2.find("| 2 | `topk{ratio: 0.01}@allgather` | 60.8 | 214.0 | 3.52 | 19.2 | 30.2 |"), std::string::npos)
+      << md2;
+  // N = 64: fp16's 493 ms a step, the steps carried by B_noise = 64 from 2 x
+  // 32 to 64 x 32: 103.1 + 7 s and 154.7 + 12 s.
+  EXPECT_NE(md2.find("| 64 | `fp16@engine` | 493.0 | 493.0 | 1.00 | 57.8 | 88.3 |"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("| " + dir.path() +
+                     " | 2 | 0.6 | `fp16@engine` | 200 / 200 / 200 | 214.0 | 350.0 | 7.0 / 7.0 | 49.8 | 70.0 | -28.9% |"),
+            std::string::npos)
+      << md2;
+  const double topkTta = 300 * (0.055 + comm::allGatherCost(60000, 2, net)) + 12;
+  EXPECT_NE(md2.find(fmt::format("| {} | 2 | 0.7 | `topk{{ratio: 0.01}}@allgather` | 300 / 300 / 300 | 60.8 | 333.3 | "
+                                 "12.0 / 12.0 | {:.1f} | 100.0 | {:+.1f}% |",
+                                 dir.path(), topkTta, topkTta - 100)),
+            std::string::npos)
+      << md2;
+  EXPECT_NE(md2.find(fmt::format("Largest |error| of the time to target: {:.1f}%",
+                                 100 * std::max((70 - 49.8) / 70, std::abs(topkTta - 100) / 100))),
+            std::string::npos)
+      << md2;
   // A run without a decision log is a clear error.
   gradzip::testing::TempDir empty;
   EXPECT_THROW(trainer::loadRunProfile(empty.path()), UserError);
