@@ -499,7 +499,9 @@ void Controller::measureNoiseScale(int64_t step) {
     local.push_back(sync_.lastInput(k));
   }
   if (local.empty()) return;
+  const auto t0 = Clock::now();
   const auto e = measureNoise(comm_, local, batch_, compress::mix64(kNoiseSeed + uint64_t(step)), noiseBuffer_);
+  const double seconds = since(t0);
   noise_.add(e);
   if (comm_.rank() != 0) return;
   writeDecision(nlohmann::json{{"step", step},
@@ -509,7 +511,8 @@ void Controller::measureNoiseScale(int64_t step) {
                                {"samples", kNoiseSample},
                                {"grad_sq", e.gradSq},
                                {"trace", e.trace},
-                               {"b_simple", noise_.bSimple()}}
+                               {"b_simple", noise_.bSimple()},
+                               {"seconds", seconds}}
                     .dump());
 }
 

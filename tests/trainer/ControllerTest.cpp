@@ -455,6 +455,7 @@ TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
       EXPECT_EQ(r["batch"].get<int64_t>(), cfg.data.batchSize);
       EXPECT_EQ(r["world_size"], 2);
       EXPECT_GE(r["trace"].get<double>(), 0.0) << r.dump();
+      EXPECT_GT(r["seconds"].get<double>(), 0.0);  // charged to training time, as soundings
       noiseGradSq += r["grad_sq"].get<double>();
       noiseTrace += r["trace"].get<double>();
       ++noiseRecords;
