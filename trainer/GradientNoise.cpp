@@ -1,5 +1,5 @@
 // Implements trainer/GradientNoise.h (McCandlish et al. 2018, App. A.1 and
-// Eq. 2.11).
+// §2.3).
 #include "trainer/GradientNoise.h"
 
 #include "compress/CounterRng.h"

@@ -10,8 +10,12 @@
 // controller measures both norms on a shared random sample of the controlled
 // buckets' coordinates (one small all-reduce: trainer/Controller.h), and
 // `gradzip simulate` (trainer/Simulate.h) uses B_noise to carry a run's steps
-// to a target to other batch sizes, S(B) = S_min·(1 + B_noise/B) (Eq. 2.11),
-// i.e. S(B') = S(B)·(1 + B_noise/B')/(1 + B_noise/B).
+// to a target to other batch sizes by §2.3's tradeoff (S/S_min − 1)(E/E_min
+// − 1) = 1 with E = B·S examples and E_min = B_crit·S_min, taking B_crit ≈
+// B_simple: S(B) = S_min·(1 + B_noise/B), so S(B') = S(B)·(1 +
+// B_noise/B')/(1 + B_noise/B). The paper's model tunes the learning rate per
+// batch size; a run that keeps it is an approximation, which `gradzip
+// simulate --validate` measures.
 #pragma once
 
 #include "comm/Communicator.h"
@@ -56,7 +60,7 @@ class GradientNoise {
   int64_t count_ = 0;
 };
 
-// Eq. 2.11 carried from batch `from` to `to`: steps·(1 + B_noise/to)/(1 +
+// §2.3's S(B) carried from batch `from` to `to`: steps·(1 + B_noise/to)/(1 +
 // B_noise/from). A non-finite or negative bNoise leaves the steps as they are
 // (the weak-scaling assumption).
 double stepsAtBatch(double steps, double from, double to, double bNoise);

@@ -225,7 +225,7 @@ int simulateCommand(const SimulateArgs& args) {
     md << "- steps to a target: the same at every N (weak scaling; the run logged no gradient noise scale)\n\n";
   } else {
     md << fmt::format("- steps to a target: this run's, carried from its global batch ({} x {}) to N x {} by "
-                      "S(B) = S_min·(1 + B_noise/B) (McCandlish et al. 2018, Eq. 2.11), B_noise = tr(Σ)/|G|² "
+                      "S(B) = S_min·(1 + B_noise/B) (McCandlish et al. 2018, §2.3), B_noise = tr(Σ)/|G|² "
                       "as the controller measured it ({} measurements",
                       p.worldSize, p.batch, p.batch, p.noise.size());
     for (const auto& [t, at] : p.reached) md << fmt::format("; {:.0f} samples until {}", p.noiseScale(at.step), t);

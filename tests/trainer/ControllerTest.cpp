@@ -923,7 +923,7 @@ TEST(Simulate, PredictsFromTheDecisionLog) {
   ASSERT_EQ(p.noise.size(), 1u);
   EXPECT_TRUE(std::isnan(p.noiseScale(99)));
   EXPECT_DOUBLE_EQ(p.noiseScale(300), 64.0);
-  // 200 steps at 2 x 32 are S_min = 100 (Eq. 2.11): 103.1 at 64 x 32.
+  // 200 steps at 2 x 32 are S_min = 100 (McCandlish et al. §2.3): 103.1 at 64 x 32.
   EXPECT_DOUBLE_EQ(p.stepsAt(200, 64.0 * 32), 200 * (1 + 64.0 / 2048) / 2);
   EXPECT_DOUBLE_EQ(p.followups[0].measuredBase, 0.1);
   EXPECT_TRUE(std::isnan(p.followups[1].measuredBase));

@@ -1,7 +1,7 @@
 // Tests of trainer/GradientNoise.h: McCandlish et al.'s two-batch estimates
 // of |G|² and tr(Σ) (exact on expected norms, unbiased on sampled batches),
 // their collective measurement on a sample of coordinates over a real Gloo
-// group, and Eq. 2.11's steps at another batch size.
+// group, and §2.3's steps at another batch size.
 #include "compress/CounterRng.h"
 #include "tests/testing/ThreadGroup.h"
 #include "trainer/GradientNoise.h"
