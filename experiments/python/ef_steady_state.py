@@ -14,8 +14,11 @@ plan. Prints per compressor:
     state the plan trains in; the gradients come from an uncompressed run);
   - at steps t0 = 140, 200, 260: "fresh", the vNMSE on g_t0 alone (what
     screening measured before screen_reps); "R2/R4/R8", the vNMSE of the
-    R-th replay of g_t0 with its own residual (screen_reps R); "W4/W8",
-    error feedback over the last 4 or 8 distinct gradients.
+    R-th replay of g_t0 with its own residual (screen_reps R); "W4/W8/W16",
+    error feedback over the last 4, 8 or 16 distinct gradients; "C2x4",
+    "C4x2", "C8x2", the last 2, 4 or 8 distinct gradients cycled 4, 2 or 2
+    times (the statistic of the last call, on g_t0): replays that a changing
+    gradient spreads, as it does along a run.
 Offline analysis (about two minutes on two cores); not a test.
 
 Usage: .venv/bin/python experiments/python/ef_steady_state.py [--steps 300]
@@ -110,9 +113,12 @@ def main():
         for t0 in (140, 200, 260):
             i = t0 - first
             reps = error_fed(c, [g[i]] * 8)
-            win = {w: error_fed(c, g[i - w + 1: i + 1])[-1] for w in (4, 8)}
+            win = {w: error_fed(c, g[i - w + 1: i + 1])[-1] for w in (4, 8, 16)}
+            cyc = {(w, k): error_fed(c, [g[j] for _ in range(k) for j in range(i - w + 1, i + 1)])[-1]
+                   for w, k in ((2, 4), (4, 2), (8, 2))}
             print(f"  t0 {t0}: fresh {vnmse(g[i], c(g[i])):.3f}  R2 {reps[1]:.3f}  R4 {reps[3]:.3f}  "
-                  f"R8 {reps[7]:.3f}  W4 {win[4]:.3f}  W8 {win[8]:.3f}", flush=True)
+                  f"R8 {reps[7]:.3f}  W4 {win[4]:.3f}  W8 {win[8]:.3f}  W16 {win[16]:.3f}  "
+                  f"C2x4 {cyc[(2, 4)]:.3f}  C4x2 {cyc[(4, 2)]:.3f}  C8x2 {cyc[(8, 2)]:.3f}", flush=True)
 
 
 if __name__ == "__main__":
