@@ -246,8 +246,10 @@ struct ControllerOptions {
   // (trainer/GradientNoise.h; logged as `noise` records for `gradzip
   // simulate`, which carries the steps to a target to other batch sizes
   // with it): one all-reduce of kNoiseSample = 2048 coordinates (8 KB) of
-  // the ranks' gradients, which the α-β model puts at ~7 ms on a 10 Mbit/s
-  // ring of 2 (0.3 ms a step at 20 steps; 0: never). Frequent and small rather than rare and large: with 2 ranks
+  // the ranks' gradients, median 2.4 ms (p90 5.1 ms) over 69 measurements at
+  // 20 Mbit/s with 2 ranks, 0.12 ms a step at every 20 steps
+  // (experiments/results/controller_ablation.md, "20 Mbit/s, seeds 4-6";
+  // 0: never). Frequent and small rather than rare and large: with 2 ranks
   // each measurement is one draw of the batches' noise, so the estimate
   // needs many. From the warm-up's end on; off in pinned mode, as soundings.
   int64_t noiseEvery = 20;
