@@ -11,14 +11,17 @@ b = 16(JC/d + 1/C) bits, end-to-end-utility paper §3.1.2) with error feedback
 compressor's input, the residual included, as GradSync measures a running
 plan. Prints per compressor:
   - "running": the mean vNMSE along the sequence from step 180 (the steady
-    state the plan trains in; the gradients come from an uncompressed run);
+    state the plan trains in; the gradients come from an uncompressed run),
+    and the mean cosine of the applied update C(x) with that step's
+    gradient g there (1 for a lossless plan);
   - at steps t0 = 140, 200, 260: "fresh", the vNMSE on g_t0 alone (what
     screening measured before screen_reps); "R2/R4/R8", the vNMSE of the
     R-th replay of g_t0 with its own residual (screen_reps R); "W4/W8/W16",
     error feedback over the last 4, 8 or 16 distinct gradients; "C2x4",
     "C4x2", "C8x2", the last 2, 4 or 8 distinct gradients cycled 4, 2 or 2
     times (the statistic of the last call, on g_t0): replays that a changing
-    gradient spreads, as it does along a run.
+    gradient spreads, as it does along a run; "cos R8", the cosine of the
+    8th replay's C(x) with g_t0.
 Offline analysis (about two minutes on two cores); not a test.
 
 Usage: .venv/bin/python experiments/python/ef_steady_state.py [--steps 300]
@@ -68,15 +71,20 @@ def topk(ratio, d):
 
 
 def topkc(bits, d, chunk=64):
-    n = d // chunk  # the tail chunk is left out here
+    # The last chunk is zero padded to C coordinates and competes like the
+    # others, as compress/TopKC.cpp pads it. (Until 2026-11-28 it was left
+    # out here, so its coordinates, ResNet-20's last 58 and VGG-11's
+    # classifier bias, were never sent and their residual grew without bound:
+    # TopKC 2 bits read 0.84 instead of 0.67 along steps 160-300 on ResNet-20.)
+    n = -(-d // chunk)
     j = max(1, int((bits / 16 - 1 / chunk) * d / chunk))
 
     def c(x):
-        chunks = x[: n * chunk].view(n, chunk)
+        chunks = torch.nn.functional.pad(x, (0, n * chunk - d)).view(n, chunk)
         i = chunks.pow(2).sum(1).topk(j).indices
-        out = torch.zeros_like(x)
-        out[: n * chunk].view(n, chunk)[i] = chunks[i]
-        return out
+        out = torch.zeros_like(chunks)
+        out[i] = chunks[i]
+        return out.flatten()[:d]
     return c
 
 
@@ -84,8 +92,10 @@ def vnmse(x, c):
     return ((x - c).pow(2).sum() / x.pow(2).sum()).item()
 
 
-def error_fed(c, seq):
-    """The vNMSE of every step of error feedback over the gradients in seq."""
+def error_fed(c, seq, cosines=None):
+    """The vNMSE of every step of error feedback over the gradients in seq
+    (and, into `cosines` when given, the cosine of each applied update C(x)
+    with that step's gradient g)."""
     e = torch.zeros_like(seq[0])
     out = []
     for g in seq:
@@ -93,6 +103,8 @@ def error_fed(c, seq):
         y = c(x)
         e = x - y
         out.append(vnmse(x, y))
+        if cosines is not None:
+            cosines.append(torch.nn.functional.cosine_similarity(y, g, 0).item())
     return out
 
 
@@ -108,17 +120,20 @@ def main():
              "TopK 0.1%": topk(0.001, d), "TopKC 2 bits": topkc(2, d), "TopKC 0.5 bits": topkc(0.5, d)}
     print(f"{g.shape[0]} gradients (steps {first}-{args.steps}) of {d} coordinates")
     for name, c in comps.items():
-        run = error_fed(c, g)
-        print(f"{name}: running {sum(run[120:]) / len(run[120:]):.3f}")
+        cos = []
+        run = error_fed(c, g, cos)
+        print(f"{name}: running {sum(run[120:]) / len(run[120:]):.3f}, cos(C(x), g) {sum(cos[120:]) / len(cos[120:]):.3f}")
         for t0 in (140, 200, 260):
             i = t0 - first
-            reps = error_fed(c, [g[i]] * 8)
+            cosr = []
+            reps = error_fed(c, [g[i]] * 8, cosr)
             win = {w: error_fed(c, g[i - w + 1: i + 1])[-1] for w in (4, 8, 16)}
             cyc = {(w, k): error_fed(c, [g[j] for _ in range(k) for j in range(i - w + 1, i + 1)])[-1]
                    for w, k in ((2, 4), (4, 2), (8, 2))}
             print(f"  t0 {t0}: fresh {vnmse(g[i], c(g[i])):.3f}  R2 {reps[1]:.3f}  R4 {reps[3]:.3f}  "
                   f"R8 {reps[7]:.3f}  W4 {win[4]:.3f}  W8 {win[8]:.3f}  W16 {win[16]:.3f}  "
-                  f"C2x4 {cyc[(2, 4)]:.3f}  C4x2 {cyc[(4, 2)]:.3f}  C8x2 {cyc[(8, 2)]:.3f}", flush=True)
+                  f"C2x4 {cyc[(2, 4)]:.3f}  C4x2 {cyc[(4, 2)]:.3f}  C8x2 {cyc[(8, 2)]:.3f}  "
+                  f"cos R8 {cosr[7]:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ interval lies below g, missed when it lies above, and undetermined otherwise.
 
 Time to a target is the training seconds (evaluation excluded) of the first
 tta.jsonl row whose test metric reaches it, as `gradzip compare` computes it.
+With --steps it is that row's step instead: the statistical half of the
+ratio. A static arm's trajectory does not depend on the link (the same seed
+gives the same losses at 10, 20 Mbit/s or unshaped), so steps of runs on
+different links pair.
 
   # suite run directories (runs/SUITE of one seed each) holding both arms:
   python3 experiments/python/paired_tta.py --arm auto --against topkc2 \\
@@ -21,6 +25,9 @@ tta.jsonl row whose test metric reaches it, as `gradzip compare` computes it.
   # or explicit pairs of run directories, ARM_DIR:AGAINST_DIR:
   python3 experiments/python/paired_tta.py --targets 0.88 \\
       runs/s3/auto_tol:runs/s3/topkc2 runs/s4/auto_tol:runs/s4/topkc2
+  # steps to 0.83 of two static arms, runs on any links:
+  python3 experiments/python/paired_tta.py --steps --targets 0.83 \\
+      runs/m20_s4/topk33:runs/st_s4/fp16 runs/m20_s5/topk33:runs/st_s5/fp16
   # or per-seed ratios already computed (e.g. from a results table):
   python3 experiments/python/paired_tta.py --ratios 1.14,0.98,0.83,0.97,1.02 --goal 1.0
 """
@@ -42,11 +49,17 @@ def t975(df):
     return T975[max(k for k in T975 if k <= df)]  # the next lower df's quantile: a slightly wider interval
 
 
-def time_to(run_dir, target, metric):
-    """Training seconds at the first evaluation whose metric reaches target, or None."""
+def time_to(run_dir, target, metric, key="train_seconds", smooth=0.0):
+    """Training seconds (or `key`, e.g. "step") at the first evaluation whose metric reaches target, or None.
+
+    smooth > 0: the metric is the mean over the evaluations of the trailing
+    `smooth` epochs (those with epoch > this one's − smooth, this one included),
+    the rolling average the end-to-end-utility paper applies to its TTA curves
+    (§3, over 0.3 epochs for BERT-large)."""
     path = os.path.join(run_dir, "tta.jsonl")
     if not os.path.exists(path):
         raise SystemExit(f"paired_tta: {path}: no such file (is {run_dir} a gradzip run directory?)")
+    window = []  # (epoch, value) of the evaluations inside the trailing window
     with open(path) as f:
         for n, line in enumerate(f, 1):
             try:
@@ -54,8 +67,13 @@ def time_to(run_dir, target, metric):
             except json.JSONDecodeError as e:
                 raise SystemExit(f"paired_tta: {path}:{n}: not JSON ({e})")
             value = row.get("metrics", {}).get(metric)
-            if value is not None and value >= target:
-                return row["train_seconds"]
+            if value is None:
+                continue
+            if smooth > 0:
+                window = [(e, v) for e, v in window if e > row["epoch"] - smooth] + [(row["epoch"], value)]
+                value = statistics.fmean(v for _, v in window)
+            if value >= target:
+                return row[key]
     return None
 
 
@@ -89,6 +107,9 @@ def main():
     ap.add_argument("--against", default="topkc2", help="the reference arm")
     ap.add_argument("--targets", default="0.83", help="comma-separated metric targets")
     ap.add_argument("--metric", default="accuracy", help="the tta.jsonl metric (masked_accuracy for MLM)")
+    ap.add_argument("--smooth", type=float, default=0.0,
+                    help="epochs of the trailing rolling average taken of the metric before the target is read (0: none)")
+    ap.add_argument("--steps", action="store_true", help="compare steps to the target instead of seconds")
     ap.add_argument("--goal", type=float, default=1.05, help="the ratio the arm must stay below (1.0: ahead)")
     args = ap.parse_args()
     if args.ratios:
@@ -104,9 +125,12 @@ def main():
         print(f"target {target}:")
         ratios, mine, theirs = [], [], []
         for a, b in pairs:
-            ta, tb = time_to(a, target, args.metric), time_to(b, target, args.metric)
-            shown = f"{ta:.1f} s" if ta is not None else "never"
-            against = f"{tb:.1f} s" if tb is not None else "never"
+            key = "step" if args.steps else "train_seconds"
+            ta, tb = (time_to(a, target, args.metric, key, args.smooth),
+                      time_to(b, target, args.metric, key, args.smooth))
+            unit = "{:.0f} steps" if args.steps else "{:.1f} s"
+            shown = unit.format(ta) if ta is not None else "never"
+            against = unit.format(tb) if tb is not None else "never"
             if ta is None or tb is None:
                 print(f"  {a}: {shown} against {against} (left out: a run never reached the target)")
                 continue
