@@ -112,6 +112,8 @@ def main():
     ap.add_argument("--steps", action="store_true", help="compare steps to the target instead of seconds")
     ap.add_argument("--goal", type=float, default=1.05, help="the ratio the arm must stay below (1.0: ahead)")
     args = ap.parse_args()
+    if args.smooth < 0:
+        ap.error(f"--smooth must be >= 0 epochs, got {args.smooth}")
     if args.ratios:
         ratios = [float(r) for r in args.ratios.split(",")]
         gm, lo, hi, verdict = summarise(ratios, args.goal)
