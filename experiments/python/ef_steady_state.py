@@ -21,7 +21,10 @@ plan. Prints per compressor:
     "C4x2", "C8x2", the last 2, 4 or 8 distinct gradients cycled 4, 2 or 2
     times (the statistic of the last call, on g_t0): replays that a changing
     gradient spreads, as it does along a run; "cos R8", the cosine of the
-    8th replay's C(x) with g_t0.
+    8th replay's C(x) with g_t0; "cos W8", "cos W16", that of the last step
+    of W8 and W16 with its own gradient, and "cos W16 last 8" their mean
+    over W16's last 8 steps (a screening over the last gradients instead
+    of replays of one).
 Offline analysis (about two minutes on two cores); not a test.
 
 Usage: .venv/bin/python experiments/python/ef_steady_state.py [--steps 300]
@@ -127,13 +130,15 @@ def main():
             i = t0 - first
             cosr = []
             reps = error_fed(c, [g[i]] * 8, cosr)
-            win = {w: error_fed(c, g[i - w + 1: i + 1])[-1] for w in (4, 8, 16)}
+            cosw = {w: [] for w in (4, 8, 16)}
+            win = {w: error_fed(c, g[i - w + 1: i + 1], cosw[w])[-1] for w in (4, 8, 16)}
             cyc = {(w, k): error_fed(c, [g[j] for _ in range(k) for j in range(i - w + 1, i + 1)])[-1]
                    for w, k in ((2, 4), (4, 2), (8, 2))}
             print(f"  t0 {t0}: fresh {vnmse(g[i], c(g[i])):.3f}  R2 {reps[1]:.3f}  R4 {reps[3]:.3f}  "
                   f"R8 {reps[7]:.3f}  W4 {win[4]:.3f}  W8 {win[8]:.3f}  W16 {win[16]:.3f}  "
                   f"C2x4 {cyc[(2, 4)]:.3f}  C4x2 {cyc[(4, 2)]:.3f}  C8x2 {cyc[(8, 2)]:.3f}  "
-                  f"cos R8 {cosr[7]:.3f}", flush=True)
+                  f"cos R8 {cosr[7]:.3f}  cos W8 {cosw[8][-1]:.3f}  cos W16 {cosw[16][-1]:.3f}  "
+                  f"cos W16 last 8 {sum(cosw[16][8:]) / 8:.3f}", flush=True)
 
 
 if __name__ == "__main__":
