@@ -123,14 +123,13 @@ def main():
     if not args.runs:
         ap.error("give run directories or --ratios")
     pairs = pairs_from(args.runs, args.arm, args.against)
+    key, unit = ("step", "{:.0f} steps") if args.steps else ("train_seconds", "{:.1f} s")
     for target in (float(t) for t in args.targets.split(",")):
         print(f"target {target}:")
         ratios, mine, theirs = [], [], []
         for a, b in pairs:
-            key = "step" if args.steps else "train_seconds"
             ta, tb = (time_to(a, target, args.metric, key, args.smooth),
                       time_to(b, target, args.metric, key, args.smooth))
-            unit = "{:.0f} steps" if args.steps else "{:.1f} s"
             shown = unit.format(ta) if ta is not None else "never"
             against = unit.format(tb) if tb is not None else "never"
             if ta is None or tb is None:
@@ -145,7 +144,7 @@ def main():
             continue
         gm, lo, hi, verdict = summarise(ratios, args.goal)
         ci = f", 95% interval [{lo:.2f}x, {hi:.2f}x]" if lo is not None else ""
-        print(f"  {len(ratios)} pairs: ratio of the means {statistics.fmean(mine) / statistics.fmean(theirs):.2f}x; "
+        print(f"  {len(ratios)} pairs: ratio of the means {statistics.fmean(mine) / statistics.fmean(theirs):.3f}x; "
               f"geometric mean of the ratios {gm:.2f}x{ci}; goal < {args.goal:g}x: {verdict}")
 
 
