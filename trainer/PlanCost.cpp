@@ -55,9 +55,17 @@ comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinat
       c.m += ag.m;
     }
   } else {
-    c = collectiveCoef(plan.collective, bitsPerCoordinate * double(d) / 8.0, n);
+    // TopK aggregates by all-gather whatever the collective's name: "engine"
+    // is c10d's all-gather there (compress/TopK.cpp), (N − 1)·M on the wire,
+    // not the all-reduce's 2(N − 1)/N·M. The two agree at N = 2 only; at 4
+    // ranks the all-reduce's row predicted TopK 3.3%@engine half its
+    // communication, and auto took it over TopKC b=2 in 2 of 6 seeds at
+    // 20 Mbit/s (experiments/results/controller_ablation.md, "4 ranks at
+    // the current defaults").
+    const std::string collective = plan.compressor == "topk" ? std::string("allgather") : plan.collective;
+    c = collectiveCoef(collective, bitsPerCoordinate * double(d) / 8.0, n);
     const bool extraRound = plan.compressor == "topkc" || plan.compressor == "powersgd" || plan.compressor == "thc";
-    if (extraRound) c.a += collectiveCoef(plan.collective, 0.0, n).a;
+    if (extraRound) c.a += collectiveCoef(collective, 0.0, n).a;
   }
   return {c.a, c.m, 0.0};
 }

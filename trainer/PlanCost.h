@@ -24,7 +24,8 @@ namespace gradzip::trainer {
 //   ps (sharded): 2(N−1)             , 2(N−1)/N·M       (comm/ParameterServer.h: each
 //                 rank sends and receives (N−1)/N of the tensor in N−1 messages of
 //                 M/N, one round each way; Table I's star form puts all on one server)
-//   allgather:    log N              , (N−1)·M          (Table I)
+//   allgather:    log N              , (N−1)·M          (Table I); TopK's "engine"
+//                 (c10d's all-gather, compress/TopK.cpp) is charged this row too
 //   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,
 //                 a log N broadcast plus the sharded all-reduce for ps
 // Schemes that need a small extra round before the data (TopKC's chunk norms,

@@ -86,6 +86,9 @@ TEST(PlanCost, ArTopKMatchesThePapersResNet18Example) {
   EXPECT_NEAR(seconds("fp16@ring", 16), comm::ringAllReduceCost(m, 8, net), 1e-12);
   EXPECT_NEAR(seconds("fp16@tree", 16), comm::treeAllReduceCost(m, 8, net), 1e-12);
   EXPECT_NEAR(seconds("topk{ratio: 0.1}@allgather", 4.8), comm::allGatherCost(4.8 * d / 8, 8, net), 1e-12);
+  // TopK's "engine" is c10d's all-gather: the same row, not the all-reduce's
+  // (half the bytes at N = 4, a quarter of them at N = 8).
+  EXPECT_NEAR(seconds("topk{ratio: 0.1}@engine", 4.8), comm::allGatherCost(4.8 * d / 8, 8, net), 1e-12);
   // The sharded parameter server: N−1 messages each way, 2(N−1)α + 2(N−1)/N·Mβ.
   EXPECT_NEAR(seconds("fp16@ps", 16), 14e-3 + 2.0 * 7 / 8 * m * net.beta, 1e-12);
   // An extra round (THC's norm round) costs one more latency term, no bytes.
