@@ -25,6 +25,7 @@ namespace {
 struct Entry {
   std::function<std::unique_ptr<Compressor>(YamlReader&)> make;
   bool paperUsesErrorFeedback;
+  bool allGatherOnly = false;  // aggregatesByAllGather
 };
 
 const std::map<std::string, Entry>& registry() {
@@ -33,7 +34,7 @@ const std::map<std::string, Entry>& registry() {
       {"fp32", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kFloat); }, false}},
       {"fp16", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kHalf); }, false}},
       {"bf16", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kBFloat16); }, false}},
-      {"topk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopK>(TopKOptions::fromYaml(r)); }, true}},
+      {"topk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopK>(TopKOptions::fromYaml(r)); }, true, true}},
       {"topkc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopKC>(TopKCOptions::fromYaml(r)); }, true}},
       {"artopk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<ArTopK>(ArTopKOptions::fromYaml(r)); }, true}},
       {"powersgd", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<PowerSgd>(PowerSgdOptions::fromYaml(r)); }, true}},
@@ -61,6 +62,8 @@ std::vector<std::string> compressorNames() {
   for (const auto& [name, e] : registry()) out.push_back(name);
   return out;
 }
+
+bool aggregatesByAllGather(const std::string& name) { return entry(name).allGatherOnly; }
 
 bool usesErrorFeedback(const std::string& name, const YAML::Node& options) {
   const bool byPaper = entry(name).paperUsesErrorFeedback;

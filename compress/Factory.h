@@ -23,5 +23,10 @@ std::vector<std::string> compressorNames();
 // the `error_feedback` option where given, else whether the scheme's paper
 // uses it. Throws ConfigError on an unknown name or a non-boolean option.
 bool usesErrorFeedback(const std::string& name, const YAML::Node& options);
+// Whether the scheme aggregates by all-gather under every collective it
+// accepts (TopK: its "engine" is c10d's all-gather), so that its wire cost is
+// the all-gather's whatever the plan's collective is called. Throws
+// ConfigError on an unknown name.
+bool aggregatesByAllGather(const std::string& name);
 
 }  // namespace gradzip::compress

@@ -2,6 +2,8 @@
 // equation in the flexible-communication paper.
 #include "trainer/PlanCost.h"
 
+#include "compress/Factory.h"
+
 #include "util/Error.h"
 #include "util/Yaml.h"
 
@@ -55,14 +57,15 @@ comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinat
       c.m += ag.m;
     }
   } else {
-    // TopK aggregates by all-gather whatever the collective's name: "engine"
-    // is c10d's all-gather there (compress/TopK.cpp), (N − 1)·M on the wire,
+    // A scheme that aggregates by all-gather (TopK, whose "engine" is c10d's
+    // all-gather: compress/Factory.h aggregatesByAllGather) moves (N − 1)·M,
     // not the all-reduce's 2(N − 1)/N·M. The two agree at N = 2 only; at 4
     // ranks the all-reduce's row predicted TopK 3.3%@engine half its
     // communication, and auto took it over TopKC b=2 in 2 of 6 seeds at
     // 20 Mbit/s (experiments/results/controller_ablation.md, "4 ranks at
     // the current defaults").
-    const std::string collective = plan.compressor == "topk" ? std::string("allgather") : plan.collective;
+    const std::string collective =
+        compress::aggregatesByAllGather(plan.compressor) ? std::string("allgather") : plan.collective;
     c = collectiveCoef(collective, bitsPerCoordinate * double(d) / 8.0, n);
     const bool extraRound = plan.compressor == "topkc" || plan.compressor == "powersgd" || plan.compressor == "thc";
     if (extraRound) c.a += collectiveCoef(collective, 0.0, n).a;

@@ -25,7 +25,7 @@ namespace gradzip::trainer {
 //                 rank sends and receives (N−1)/N of the tensor in N−1 messages of
 //                 M/N, one round each way; Table I's star form puts all on one server)
 //   allgather:    log N              , (N−1)·M          (Table I); TopK's "engine"
-//                 (c10d's all-gather, compress/TopK.cpp) is charged this row too
+//                 (c10d's all-gather; compress/Factory.h aggregatesByAllGather) is charged this row too
 //   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,
 //                 a log N broadcast plus the sharded all-reduce for ps
 // Schemes that need a small extra round before the data (TopKC's chunk norms,

@@ -42,6 +42,22 @@ TEST(ErrorFeedback, FactoryWrapsWhereThePaperDoes) {
   EXPECT_THROW(makeCompressor("topkc", "{value_dtype: fp8}"), ConfigError);
 }
 
+// aggregatesByAllGather (the controller's cost model charges such a scheme the
+// all-gather whatever its collective is called): TopK, whose "engine" is
+// c10d's all-gather, and only schemes that cannot sum in the compressed
+// domain and accept nothing but all-gathers.
+TEST(Factory, AggregatesByAllGatherOnlyWhereEveryCollectiveIsAnAllGather) {
+  EXPECT_TRUE(aggregatesByAllGather("topk"));
+  for (const auto& name : compressorNames()) {
+    if (!aggregatesByAllGather(name)) continue;
+    const auto caps = makeCompressor(name)->capabilities();
+    EXPECT_FALSE(caps.summable) << name;
+    for (const auto& c : caps.collectives) EXPECT_TRUE(c == "allgather" || c == "engine") << name << " " << c;
+  }
+  for (const char* summing : {"fp16", "topkc", "thc", "powersgd"}) EXPECT_FALSE(aggregatesByAllGather(summing));
+  EXPECT_THROW(aggregatesByAllGather("topkk"), ConfigError);
+}
+
 // e_t = x_t - a_t with x_t = g_t + e_{t-1} telescopes to Σ a_t + e_T = Σ g_t.
 // The sums are kept in double; each step adds two float roundings (g + e and
 // x - a), each <= 2^-24 |x| with |x| below ~10 here (unit Gaussians plus at most
