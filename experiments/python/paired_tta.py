@@ -144,7 +144,8 @@ def main():
             continue
         gm, lo, hi, verdict = summarise(ratios, args.goal)
         ci = f", 95% interval [{lo:.2f}x, {hi:.2f}x]" if lo is not None else ""
-        print(f"  {len(ratios)} pairs: ratio of the means {statistics.fmean(mine) / statistics.fmean(theirs):.3f}x; "
+        means = f"{unit.format(statistics.fmean(mine))} against {unit.format(statistics.fmean(theirs))}"
+        print(f"  {len(ratios)} pairs: ratio of the means {statistics.fmean(mine) / statistics.fmean(theirs):.3f}x ({means}); "
               f"geometric mean of the ratios {gm:.2f}x{ci}; goal < {args.goal:g}x: {verdict}")
 
 

@@ -2,7 +2,8 @@
 // feedback invariant Σ_t localApplied_t + e_T = Σ_t g_t (nothing is lost, only
 // delayed) for every lossy scheme of this module on several ranks, the residual
 // round-tripping through save/load, the single-worker codec's bookkeeping, and
-// which names the Factory wraps by default (and usesErrorFeedback agreeing).
+// which names the Factory wraps by default (and usesErrorFeedback agreeing), and
+// which it marks as aggregating by all-gather (the controller's cost model).
 #include "compress/ErrorFeedback.h"
 #include "compress/Factory.h"
 #include "compress/TopK.h"
