@@ -26,7 +26,25 @@ struct Entry {
   std::function<std::unique_ptr<Compressor>(YamlReader&)> make;
   bool paperUsesErrorFeedback;
   bool allGatherOnly = false;  // aggregatesByAllGather
+  // collectiveRounds from the options; none: 1.
+  std::function<int(const YAML::Node&)> rounds = nullptr;
 };
+
+int two(const YAML::Node&) { return 2; }
+
+// THC: the range round (Alg. 3's max of norms), then the codes; the
+// all-reduce deployment adds the all-reduce of its saturation count.
+int thcRounds(const YAML::Node& options) {
+  std::string deployment = ThcOptions{}.deployment;
+  if (options.IsMap() && options["deployment"]) {
+    try {
+      deployment = options["deployment"].as<std::string>();
+    } catch (const YAML::Exception&) {
+      throw ConfigError("thc: deployment must be a string (ps or allreduce)");
+    }
+  }
+  return deployment == "allreduce" ? 3 : 2;
+}
 
 const std::map<std::string, Entry>& registry() {
   static const std::map<std::string, Entry> table = {
@@ -35,11 +53,11 @@ const std::map<std::string, Entry>& registry() {
       {"fp16", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kHalf); }, false}},
       {"bf16", {[](YamlReader&) -> std::unique_ptr<Compressor> { return std::make_unique<FloatCast>(at::kBFloat16); }, false}},
       {"topk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopK>(TopKOptions::fromYaml(r)); }, true, true}},
-      {"topkc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopKC>(TopKCOptions::fromYaml(r)); }, true}},
+      {"topkc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<TopKC>(TopKCOptions::fromYaml(r)); }, true, false, two}},
       {"artopk", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<ArTopK>(ArTopKOptions::fromYaml(r)); }, true}},
-      {"powersgd", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<PowerSgd>(PowerSgdOptions::fromYaml(r)); }, true}},
+      {"powersgd", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<PowerSgd>(PowerSgdOptions::fromYaml(r)); }, true, false, two}},
       // -- THC, natural compression, dithering, GradiVeQ (compress helper 2) --
-      {"thc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<Thc>(ThcOptions::fromYaml(r)); }, true}},
+      {"thc", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<Thc>(ThcOptions::fromYaml(r)); }, true, false, thcRounds}},
       {"cnat", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<NaturalCompression>(NaturalCompressionOptions::fromYaml(r)); }, false}},
       {"dnat", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<NaturalDithering>(NaturalDitheringOptions::fromYaml(r)); }, false}},
       {"qsgd", {[](YamlReader& r) -> std::unique_ptr<Compressor> { return std::make_unique<Qsgd>(QsgdOptions::fromYaml(r)); }, false}},
@@ -64,6 +82,11 @@ std::vector<std::string> compressorNames() {
 }
 
 bool aggregatesByAllGather(const std::string& name) { return entry(name).allGatherOnly; }
+
+int collectiveRounds(const std::string& name, const YAML::Node& options) {
+  const Entry& e = entry(name);
+  return e.rounds ? e.rounds(options) : 1;
+}
 
 bool usesErrorFeedback(const std::string& name, const YAML::Node& options) {
   const bool byPaper = entry(name).paperUsesErrorFeedback;

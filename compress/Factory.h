@@ -28,5 +28,14 @@ bool usesErrorFeedback(const std::string& name, const YAML::Node& options);
 // the all-gather's whatever the plan's collective is called. Throws
 // ConfigError on an unknown name.
 bool aggregatesByAllGather(const std::string& name);
+// How many dependent rounds of collectives one aggregation of the scheme
+// with these options makes, each paying a collective's latency: 2 where the
+// ranks first agree on side information (TopKC's chunk norms, PowerSGD's P
+// before Q, THC's ranges), 3 for THC's all-reduce deployment (its saturation
+// count after the codes), else 1. The controller's cost model charges each
+// one; a test counts them in what the code issues
+// (PlanCost.LatencyTermsAreTheRoundsTheCodeRuns). Throws ConfigError on an
+// unknown name.
+int collectiveRounds(const std::string& name, const YAML::Node& options);
 
 }  // namespace gradzip::compress

@@ -220,6 +220,7 @@ double Controller::begin(int64_t step, ControlledLoop& loop) {
   if (comm_.size() < 2 || !opts_.provisionalRewind || !provisionalAhead() || step >= opts_.provisionalStep) return 0;
   rewindSince_ = Clock::now();  // the snapshot is inside what a rewind charges
   rewindState_ = loop.snapshot();
+  rewindKeys_ = sync_.compressorKeys();
   rewindStep_ = step;
   return since(rewindSince_);
 }
@@ -608,18 +609,26 @@ void Controller::sound(int64_t step, int64_t bytes) {
 }
 
 void Controller::save(torch::serialize::OutputArchive& ar) const {
+  const size_t index = indexOf(active_);
+  // Fields 0-6, then (since the plan key) the step-time trigger's references
+  // (7-9): without them a resumed run would not watch its step time until
+  // the next decision.
   ar.write("controller/state",
-           torch::tensor({double(activeIndex_), double(decided_), double(lastDecision_), double(decisions_), net_.alpha,
-                          net_.beta, double(provisionalDone_)},
+           torch::tensor({index < candidates_.size() ? double(index) : -1.0, double(decided_), double(lastDecision_),
+                          double(decisions_), net_.alpha, net_.beta, double(provisionalDone_), double(stepArmed_),
+                          stepDrift_.reference(), syncRef_},
                          torch::kDouble),
            true);
+  ar.write("controller/plan", c10::IValue(active_.key()));
 }
 
 void Controller::load(torch::serialize::InputArchive& ar) {
   torch::Tensor t;
   ar.read("controller/state", t, true);
-  // 6 fields before provisional_rewind (whose checkpoints are past the provisional step).
-  GZ_CHECK(t.numel() == 6 || t.numel() == 7, "checkpoint: controller state has {} fields, expected 7", t.numel());
+  // 6 fields before provisional_rewind (whose checkpoints are past the
+  // provisional step), 7 before the trigger references.
+  GZ_CHECK(t.numel() == 6 || t.numel() == 7 || t.numel() == 10,
+           "checkpoint: controller state has {} fields, expected 10", t.numel());
   const auto index = int64_t(t[0].item<double>());
   GZ_CHECK(index >= -1 && index < int64_t(candidates_.size()),
            "checkpoint: controller plan {} is not among the {} candidates of this config", index, candidates_.size());
@@ -630,13 +639,30 @@ void Controller::load(torch::serialize::InputArchive& ar) {
   // α and β (fields 4, 5) are kept for the record: start() probed α as the
   // network is now, and β follows from the first steps after the resume
   // (settleBeta), which is what the next decision should use.
-  activeIndex_ = index;
-  if (opts_.pin) return;
-  if (index >= 0) {
-    applyPlan(candidates_[index].plan, lastDecision_);
-  } else if (provisionalDone_ && !(active_ == opts_.initial)) {
-    applyPlan(opts_.initial, lastDecision_);  // start() may have put the sparse start's plan on
+  // The running plan: by key; older checkpoints have only its index (-1:
+  // `initial`).
+  std::optional<Plan> plan;
+  c10::IValue key;
+  if (ar.try_read("controller/plan", key)) {
+    GZ_CHECK(key.isString(), "checkpoint: controller/plan is not a plan key");
+    plan = planFromKey(key.toStringRef());
+    GZ_CHECK(indexOf(*plan) < candidates_.size() || *plan == opts_.initial || *plan == opts_.sparseStartPlan ||
+                 (opts_.pin && *plan == *opts_.pin),
+             "checkpoint: controller plan {} is none this config's controller runs (a candidate, initial {} or "
+             "sparse_start_plan {})",
+             plan->key(), opts_.initial.key(), opts_.sparseStartPlan.key());
+  } else if (index >= 0) {
+    plan = candidates_[size_t(index)].plan;
+  } else if (provisionalDone_) {
+    plan = opts_.initial;  // start() may have put the sparse start's plan on
   }
+  if (t.numel() >= 10 && t[7].item<double>() != 0 && t[8].item<double>() > 0) {
+    stepDrift_.reset(t[8].item<double>());
+    syncRef_ = t[9].item<double>();
+    stepArmed_ = true;
+  }
+  if (opts_.pin) return;
+  if (plan && !(*plan == active_)) applyPlan(*plan, lastDecision_);
   // A checkpoint is past the provisional step (mayRewind): no sparse start
   // to measure for, β from the resumed plan's collectives (settleBeta).
   if (provisionalDone_) sparseSoundBytes_ = 0;

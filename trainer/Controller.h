@@ -171,8 +171,11 @@ class Controller {
   int64_t decisions() const { return decisions_; }
 
   void save(torch::serialize::OutputArchive& ar) const;
-  // Restores the chosen plan, α, β and the decision bookkeeping; call before
-  // GradSync::load so the restored plan's compressor state is read.
+  // Restores the running plan (by its key: the sparse start's plan, or a
+  // plan the provisional step kept without moving, is no `initial`), α, β,
+  // the decision bookkeeping and the step-time trigger's references; call
+  // before GradSync::load so the restored plan's compressor state is read.
+  // UserError when the checkpoint's plan is none this config could run.
   void load(torch::serialize::InputArchive& ar);
 
  private:
@@ -308,7 +311,6 @@ class Controller {
 
   Plan active_;             // the large buckets' plan
   std::vector<comm::AlphaBetaSample> activeCoef_;  // its α-β coefficients per large bucket
-  int64_t activeIndex_ = -1;  // into candidates_, -1 = initial or pin
   comm::NetworkParams net_;
   comm::LinkFitter fitter_;
   DriftDetector netDrift_, gainDrift_, stepDrift_;
@@ -342,8 +344,11 @@ class Controller {
   std::map<std::string, Screened> lastScreens_;
   int64_t lastScreenStep_ = -1;
   bool provisionalDone_ = false;  // the provisional step has run (checkpointed)
-  // begin()'s training state for the provisional rewind, its step and when it was taken.
+  // begin()'s training state for the provisional rewind, its step, when it
+  // was taken, and the compressor states that existed then (GradSync::keepOnly:
+  // the undone steps' plans leave no residual behind).
   std::string rewindState_;
+  std::vector<std::vector<std::string>> rewindKeys_;
   int64_t rewindStep_ = 0;
   std::chrono::steady_clock::time_point rewindSince_;
   int64_t lastDecision_ = 0;

@@ -41,6 +41,13 @@ double baseStep(std::span<const StepMeasure> steps) {
   }
   return std::max(base, compute) / double(std::max<size_t>(1, steps.size()));
 }
+
+// Their mean forward+backward time.
+double meanCompute(std::span<const StepMeasure> steps) {
+  double compute = 0;
+  for (const auto& m : steps) compute += m.compute;
+  return compute / double(std::max<size_t>(1, steps.size()));
+}
 }  // namespace
 
 double Controller::minOverRanks(double value) {
@@ -222,23 +229,25 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
   }
   chosen = broadcastInt(chosen);
   const bool moves = chosen >= 0 && !(candidates_[size_t(chosen)].plan == active_);
-  int64_t from = step;
-  if (moves && !rewindState_.empty()) {
-    // The steps so far measured; undone, they leave no trace of `initial` in
-    // the model, the optimizer or the data position. Every rank kept its
-    // state at the same step (begin), so all rewind together.
+  const bool rewind = moves && !rewindState_.empty();
+  const int64_t from = rewind ? rewindStep_ : step;
+  if (moves) applyPlan(candidates_[size_t(chosen)].plan, from);
+  if (rewind) {
+    // The steps so far measured; undone, they leave no trace of what they
+    // ran in the model, the optimizer, the data position or the compressor
+    // states: those their plan made (the sparse start's error-feedback
+    // residual) are dropped, and restoring builds the chosen plan's afresh
+    // (GradSync::load), as a run on it from the start would. Every rank kept
+    // its state at the same step (begin), so all rewind together.
+    sync_.keepOnly(rewindKeys_);
     loop.restore(rewindState_);
-    from = rewindStep_;
     rec["rewound"] = {{"to_step", from}, {"steps", step - from}};
     refreshGeometry();  // measured in the restored optimizer's geometry
     geometryRefreshed_ = false;  // and again after its first step
   }
   rewindState_.clear();
   rewindState_.shrink_to_fit();
-  if (moves) {
-    activeIndex_ = chosen;
-    applyPlan(candidates_[size_t(chosen)].plan, from);
-  }
+  rewindKeys_.clear();
   const double seconds = since(t0);
   rec["chosen"] = active_.key();
   rec["seconds"] = seconds;
@@ -651,14 +660,19 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         followup_.predicted = currentStep;
         syncRef = latest(syncs_);
       } else if (k == knee) {
-        // The predicted knee: its prediction is its reference (its sync
-        // as the step will show it: the part not hidden behind backward).
+        // The predicted knee: its prediction is its reference, and its
+        // step − compute as the steps will show it (syncs_) the predicted
+        // step less the compute of the steps its base came from (baseStep).
+        // Not the exposed sync alone: that leaves out the step's other
+        // non-compute time (optimizer, data), and biased the step-time
+        // trigger's dSync by it.
         chosen = predictedKnee;
         const auto& s = screened[size_t(chosen)];
         split(s);
-        syncRef = s.exposed;
+        syncRef = std::max(0.0, s.predicted - meanCompute(recent_));
       }
       followup_.explored = stepRef = pts[k].time;
+      rec["references"] = {{"step", stepRef}, {"sync", syncRef}};
     }
   }
   chosen = broadcastInt(chosen);
@@ -666,7 +680,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   rec["chosen"] = pick.key();
   rec["pinned"] = bool(opts_.pin);
   if (chosen >= 0 && !opts_.pin) {
-    activeIndex_ = chosen;
     applyPlan(pick, step);
   } else {
     // Same plan (or pinned): keep measuring it, with fresh references.

@@ -75,7 +75,9 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
   const Objectives pessimistic{candidate.time * (1 + margin), candidate.stat};
   if (!finite(pessimistic)) return false;
   if (!finite(current)) return true;  // nothing measured to compare against
-  return kneePoint({current, pessimistic}, timeWeight, scale) == 1;  // a tie goes to index 0, the running plan
+  // A tie in distance goes to the faster of the two (kneePoint), and at equal
+  // times to index 0, the running plan.
+  return kneePoint({current, pessimistic}, timeWeight, scale) == 1;
 }
 
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange) {

@@ -67,8 +67,10 @@ comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinat
     const std::string collective =
         compress::aggregatesByAllGather(plan.compressor) ? std::string("allgather") : plan.collective;
     c = collectiveCoef(collective, bitsPerCoordinate * double(d) / 8.0, n);
-    const bool extraRound = plan.compressor == "topkc" || plan.compressor == "powersgd" || plan.compressor == "thc";
-    if (extraRound) c.a += collectiveCoef(collective, 0.0, n).a;
+    // Each further round (TopKC's norms, PowerSGD's P, THC's ranges and its
+    // saturation count) one more latency term of the collective, no bytes
+    // charged.
+    c.a += (compress::collectiveRounds(plan.compressor, plan.options) - 1) * collectiveCoef(collective, 0.0, n).a;
   }
   return {c.a, c.m, 0.0};
 }

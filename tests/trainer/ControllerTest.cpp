@@ -5,9 +5,13 @@
 // exactly like the static plan it is pinned to, residuals included), every
 // rank running the same plans, on real Gloo groups over loopback, and (root
 // only, in emulated networks) the moves to a sparse plan when the link slows
-// down and, through bandwidth soundings, back to a dense one when it recovers.
+// down and, through bandwidth soundings, back to a dense one when it recovers;
+// the provisional rewind leaves no state of the undone steps, and a resumed
+// run goes on with the plan it checkpointed.
 #include "compress/Factory.h"
+#include "comm/Collective.h"
 #include "tests/testing/Process.h"
+#include "tests/testing/RoundCounter.h"
 #include "tests/testing/ThreadGroup.h"
 #include "tests/trainer/TrainerTesting.h"
 #include "trainer/BandwidthSounding.h"
@@ -16,6 +20,7 @@
 #include "trainer/Simulate.h"
 #include "trainer/Trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -98,6 +103,44 @@ TEST(PlanCost, ArTopKMatchesThePapersResNet18Example) {
   // One rank communicates nothing.
   EXPECT_EQ(trainer::planCoefficients(plan("fp16@ring"), 16, d, 1).betaBytes, 0.0);
   EXPECT_THROW(trainer::planCoefficients(plan("fp16@mesh"), 16, d, 4), UserError);
+}
+
+TEST(PlanCost, LatencyTermsAreTheRoundsTheCodeRuns) {
+  // Every default candidate's α coefficient against the rounds of latency one
+  // aggregation of it issues on two real Gloo ranks (RoundCounter: Table I's
+  // row for each engine collective, 1 for each round of point-to-point
+  // messages): TopKC's norm all-reduce before its chunks, PowerSGD's P
+  // before Q, THC's range round, AR-TopK's index broadcast (and VAR's norm
+  // all-gather) before the values, TopK's values and indices gathered in one
+  // round. The third call is counted: the first ones set state up (PowerSGD's
+  // Q, THC's tables). At two ranks every rank's rounds are the critical path.
+  std::map<std::string, std::pair<double, double>> seen;  // plan -> (counted, model)
+  gradzip::testing::runRanks(
+      2,
+      [&](comm::Communicator& inner) {
+        gradzip::testing::RoundCounter c(inner);
+        const int64_t d = 1 << 14;
+        const auto g = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(c.rank() + 11));
+        for (const auto& cand : trainer::makeCandidates({})) {
+          const auto& p = cand.plan;
+          YamlReader r(p.options, "t", "t");
+          auto comp = compress::makeCompressor(p.compressor, r);
+          std::unique_ptr<comm::Collective> coll;
+          if (p.collective != "engine" && p.collective != "allgather") coll = comm::makeCollective(p.collective, c);
+          compress::Context ctx{c, coll.get(), p.collective, {}, 7, 0, 0, nullptr};
+          for (int64_t t = 0; t < 3; ++t) {
+            if (t == 2) c.reset();
+            ctx.step = t;
+            comp->aggregate(g, ctx);
+          }
+          if (c.rank() == 0)
+            seen[p.key()] = {c.latencyTerms(),
+                             trainer::planCoefficients(p, comp->bitsPerCoordinate(d, 2), d, 2).alphaCount};
+        }
+      },
+      std::chrono::seconds(120));
+  ASSERT_EQ(seen.size(), trainer::makeCandidates({}).size());
+  for (const auto& [key, v] : seen) EXPECT_DOUBLE_EQ(v.first, v.second) << key;
 }
 
 TEST(Candidates, EveryCandidateIsAllowedByItsCompressor) {
@@ -431,7 +474,55 @@ TEST_F(ControllerTrainTest, ASparseStartMeasuresOnTheSparsePlanAndRewindsToTheCh
     EXPECT_EQ(r0[0]["plan"], "topk{ratio: 0.001}@allgather");
     EXPECT_EQ(r0[1]["step"], 0);
     EXPECT_EQ(r0[1]["plan"], chosen);
+    // The undone steps left no compressor state behind either: the sparse
+    // plan's error-feedback residual is gone from every bucket of the final
+    // checkpoint, while the chosen plan's is there.
+    for (int rank = 0; rank < 2; ++rank) {
+      torch::serialize::InputArchive ar, sync;
+      ar.load_from(sparse.runDir() + "/rank" + std::to_string(rank) + "/checkpoint.pt");
+      ar.read("gradsync", sync);
+      int chosenStates = 0;
+      for (int k = 0; k < 16; ++k) {
+        torch::serialize::InputArchive state;
+        EXPECT_FALSE(sync.try_read("bucket" + std::to_string(k) + "/topk{ratio: 0.001}@allgather", state))
+            << "rank " << rank << " bucket " << k;
+        chosenStates += sync.try_read("bucket" + std::to_string(k) + "/" + chosen, state);
+      }
+      EXPECT_GE(chosenStates, 1) << "rank " << rank;
+    }
   }
+}
+
+TEST_F(ControllerTrainTest, AResumedRunGoesOnWithThePlanItCheckpointed) {
+  // A sparse start whose only candidate is the sparse plan itself: the
+  // provisional step keeps it without moving (no rewind), and no decision
+  // comes before warmup_steps (100). A run checkpointed at step 20 and
+  // resumed to 30 must go on with TopK 0.1% and its residual, bit for bit
+  // like the uninterrupted run, not fall back to `initial` (fp16). The
+  // checkpoint names the plan it ran.
+  const std::string sparsePlan = "topk{ratio: 0.001}@allgather";
+  const std::string compress =
+      "{name: auto, families: [topk], ratios: [0.001], collectives: [allgather], warmup_steps: 100,"
+      " sparse_start_above: 0, probe: {budget_seconds: 0.5}}";
+  auto run = [&](const trainer::TrainConfig& cfg, bool resume) {
+    gradzip::testing::runRanks(
+        2, [&](comm::Communicator& c) { trainer::Trainer(cfg, c).run(resume); }, std::chrono::seconds(60));
+  };
+  auto full = config(dir.path() + "/full", compress, 30);
+  run(full, false);
+  auto part = config(dir.path() + "/part", compress, 20);
+  run(part, false);
+  torch::serialize::InputArchive ar;
+  ar.load_from(part.runDir() + "/rank0/checkpoint.pt");
+  c10::IValue key;
+  EXPECT_TRUE(ar.try_read("controller/plan", key) && key.isString() && key.toStringRef() == sparsePlan);
+  auto resumed = config(dir.path() + "/part", compress, 30);
+  run(resumed, true);
+  const auto a = jsonLines(full.runDir() + "/tta.jsonl"), b = jsonLines(resumed.runDir() + "/tta.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  gradzip::testing::expectSamePath(a, b, sparsePlan);
+  for (const auto& r : jsonLines(resumed.runDir() + "/rank0/plans.jsonl"))
+    EXPECT_EQ(r["plan"], sparsePlan) << r.dump();
 }
 
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
