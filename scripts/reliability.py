@@ -16,9 +16,14 @@ Trial kinds:
   launcher to clean up): every survivor must exit non-zero within the timeout
   with an error naming itself and the failed operation.
 - resume: the launcher is SIGKILLed at a random time; `--resume` must end with
-  weights byte-identical to an uninterrupted run's (deterministic mode).
+  weights byte-identical to an uninterrupted run's (deterministic mode), for
+  fp16@ring and for `compress: auto` whose only candidate is its sparse start's
+  plan (TopK 0.1% all-gather with error feedback: the controller's checkpointed
+  plan and the residual must both come back; a resume that fell back to
+  `initial` would part from the uninterrupted run).
 Plans alternate over fp32@engine (Gloo's all-reduce), fp16@ring and thc@ps
-(gradzip's own point-to-point collectives). Writes a markdown report (--md);
+(gradzip's own point-to-point collectives) and that `auto` (the controller's
+broadcasts and probes meet the failure too). Writes a markdown report (--md);
 exits non-zero when any trial fails.
 """
 import argparse
@@ -34,12 +39,18 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLANS = [("fp32", "engine", ""), ("fp16", "ring", ""), ("thc", "ps", ", thc: {bits: 4}")]
+# (label, the YAML `compress` flow map)
+FP16_RING = ("fp16@ring", "{name: fp16, collective: ring}")
+AUTO_SPARSE = ("auto (TopK 0.1% kept)",
+               "{name: auto, families: [topk], ratios: [0.001], collectives: [allgather], sparse_start_above: 0,"
+               " warmup_steps: 50, probe: {budget_seconds: 0.3}}")
+PLANS = [("fp32@engine", "{name: fp32, collective: engine}"), FP16_RING,
+         ("thc@ps", "{name: thc, collective: ps, thc: {bits: 4}}"), AUTO_SPARSE]
+RESUME_PLANS = [FP16_RING, AUTO_SPARSE]
 FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
 
 def write_config(path, out_dir, plan, latency_us, max_steps, deterministic, ckpt_every):
-    name, collective, extra = plan
     with open(path, "w") as f:
         f.write(f"run: {{name: r, out_dir: {out_dir}, seed: 3, deterministic: {str(deterministic).lower()}}}\n"
                 "model: {name: mlp, mlp: {hidden: [32]}}\n"
@@ -47,7 +58,7 @@ def write_config(path, out_dir, plan, latency_us, max_steps, deterministic, ckpt
                 "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
                 f"train: {{max_steps: {max_steps}, eval_every: 200, eval_batches: 1, checkpoint_every: {ckpt_every}}}\n"
                 f"comm: {{latency_us: {latency_us}}}\n"
-                f"compress: {{name: {name}, collective: {collective}{extra}}}\n")
+                f"compress: {plan[1]}\n")
 
 
 def children(pid):
@@ -188,11 +199,11 @@ def sha(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def resume_trials(args, tmp_root):
+def resume_trials(args, tmp_root, plan):
     ref = os.path.join(tmp_root, "ref")
     os.makedirs(ref)
     cfg = os.path.join(ref, "c.yaml")
-    write_config(cfg, ref, PLANS[1], 3000, 400, True, 25)
+    write_config(cfg, ref, plan, 3000, 400, True, 25)
     t0 = time.monotonic()
     subprocess.run([args.gradzip, "launch", "-n", "2", cfg], check=True, capture_output=True)
     duration = time.monotonic() - t0
@@ -202,7 +213,7 @@ def resume_trials(args, tmp_root):
         d = os.path.join(tmp_root, f"resume{t}")
         os.makedirs(d)
         cfg = os.path.join(d, "c.yaml")
-        write_config(cfg, d, PLANS[1], 3000, 400, True, 25)
+        write_config(cfg, d, plan, 3000, 400, True, 25)
         p = subprocess.Popen([args.gradzip, "launch", "-n", "2", cfg], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         # Kill after a random number of rank 0's checkpoints (of 16) plus a random
@@ -236,7 +247,7 @@ def resume_trials(args, tmp_root):
         elif sha(os.path.join(d, "r", "model.pt")) != expected:
             why.append("final weights differ from the uninterrupted run")
         rows.append({"ok": not why, "why": "; ".join(why), "kill_s": delay, "resumed_at": step})
-        print(f"resume trial {t + 1}: killed after {delay:.1f} s, resumed at step {step}: "
+        print(f"resume {plan[0]} trial {t + 1}: killed after {delay:.1f} s, resumed at step {step}: "
               f"{'ok' if not why else 'FAIL ' + '; '.join(why)}", flush=True)
     return duration, rows
 
@@ -273,11 +284,13 @@ def main():
                     else:
                         res = bare_trial(args, n, plan, tmp)
                     failures += not res["ok"]
-                    table.append((kind, n, f"{plan[0]}@{plan[1]}", res))
-                    print(f"{kind} n={n} {plan[0]}@{plan[1]} trial {t + 1}: victim rank {res['victim']}, "
+                    table.append((kind, n, plan[0], res))
+                    print(f"{kind} n={n} {plan[0]} trial {t + 1}: victim rank {res['victim']}, "
                           f"{res.get('seconds', 0):.1f} s: {'ok' if res['ok'] else 'FAIL ' + res['why']}", flush=True)
-        duration, resumes = resume_trials(args, tmp_root) if args.resume_trials > 0 else (0, [])
-        failures += sum(not r["ok"] for r in resumes)
+        resumes = {}  # label -> (uninterrupted seconds, trials)
+        for i, plan in enumerate(RESUME_PLANS if args.resume_trials > 0 else []):
+            resumes[plan[0]] = resume_trials(args, os.path.join(tmp_root, f"resume_{i}"), plan)
+            failures += sum(not r["ok"] for r in resumes[plan[0]][1])
 
     lines = ["| kind | ranks | plan | trials | passed | exit after the failure: median s (max) |", "|---|---|---|---|---|---|"]
     groups = {}
@@ -288,12 +301,13 @@ def main():
         lines.append(f"| {kind} | {n} | {plan} | {len(rs)} | {sum(r['ok'] for r in rs)} | "
                      f"{secs[len(secs) // 2]:.1f} ({secs[-1]:.1f}) |")
     fails = [f"- {kind} n={n} {plan}: {res['why']}" for kind, n, plan, res in table if not res["ok"]]
-    fails += [f"- resume: {r['why']}" for r in resumes if not r["ok"]]
-    resume_line = (f"{sum(r['ok'] for r in resumes)} of {len(resumes)} resumed runs ended with weights byte-identical "
-                   f"to the uninterrupted run's (2 ranks, fp16@ring, 400 steps of {duration:.1f} s, checkpoint every 25 "
-                   f"steps; launcher SIGKILLed after a random number (1-13) of rank 0's 16 checkpoints plus part of the next "
-                   f"interval; resumed at steps "
-                   f"{', '.join(r['resumed_at'] for r in resumes)})") if resumes else "not run"
+    fails += [f"- resume {label}: {r['why']}" for label, (_, rs) in resumes.items() for r in rs if not r["ok"]]
+    resume_lines = [f"- {label}: {sum(r['ok'] for r in rs)} of {len(rs)} resumed runs ended with weights "
+                    f"byte-identical to the uninterrupted run's ({duration:.1f} s); resumed at steps "
+                    f"{', '.join(r['resumed_at'] for r in rs)}" for label, (duration, rs) in resumes.items()]
+    resume_text = ("2 ranks, 400 steps, a checkpoint every 25 steps; the launcher SIGKILLed after a random number "
+                   "(1-13) of rank 0's 16 checkpoints plus part of the next interval, then `--resume`:\n\n"
+                   + "\n".join(resume_lines)) if resumes else "not run"
     cmd = " ".join(["python", os.path.relpath(__file__, ROOT), *sys.argv[1:]])
     md = f"""# Failure trials
 
@@ -306,7 +320,7 @@ def main():
 
 {chr(10).join(lines)}
 
-Resume: {resume_line}.
+Resume: {resume_text}
 
 {"Failures:" + chr(10) + chr(10).join(fails) if fails else "No failures."}
 """

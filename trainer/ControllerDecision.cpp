@@ -645,7 +645,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     if (!paretoFront(pts).empty()) {
       const size_t k = opts_.kneeOf(pts);
       followup_ = {};
-      followup_.step = step;
       // The prediction's split (screenAll): base + exposed sync.
       const auto split = [&](const Screened& s) {
         followup_.predicted = s.predicted;
@@ -671,7 +670,17 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         split(s);
         syncRef = std::max(0.0, s.predicted - meanCompute(recent_));
       }
-      followup_.explored = stepRef = pts[k].time;
+      stepRef = pts[k].time;
+      if (opts_.pin) {
+        // Pinned, the pin runs on whatever the knee: the references are its
+        // own latest steps, and no follow-up compares another plan's
+        // prediction with them.
+        stepRef = currentStep;
+        syncRef = syncs_.empty() ? 0.0 : latest(syncs_);
+      } else {
+        followup_.step = step;
+        followup_.explored = stepRef;
+      }
       rec["references"] = {{"step", stepRef}, {"sync", syncRef}};
     }
   }

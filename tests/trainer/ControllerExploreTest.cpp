@@ -262,6 +262,25 @@ TEST(ControllerExplore, TheFollowupSplitsPredictionAndMeasurementIntoBaseAndExpo
   EXPECT_NEAR(f["predicted_base"].get<double>(), e.decision["base_step"].get<double>(), 1e-12) << f.dump();
 }
 
+TEST(ControllerExplore, PinnedTheTriggerReferencesAreThePinsOwnSteps) {
+  // Pinned to fp16 (0.5 s a step), the decision still explores and would
+  // pick TopKC (0.2 s), but fp16 keeps running: the step-time references
+  // are fp16's own steps (0.5 s, 0.42 s of it after compute), not TopKC's
+  // 0.2 s, against which every pinned step would look 150% slower and call
+  // a step-time decision within the next checks; and no follow-up compares
+  // TopKC's prediction with fp16's steps. 15 steps after the decision.
+  gradzip::testing::TempDir dir;
+  const auto e = decide(dir.path(),
+                        "check_every: 5, explore_min_steps: 2, followup_steps: 3,"
+                        " pin: {name: fp16, collective: engine}",
+                        {}, kSparseOnly, 0, {}, "[engine, allgather]", {}, 15);
+  const auto& d = e.decision;
+  EXPECT_TRUE(d["pinned"].get<bool>()) << d.dump();
+  EXPECT_TRUE(runs(d["chosen"], "topkc")) << d.dump();
+  EXPECT_DOUBLE_EQ(d["references"]["step"].get<double>(), 0.5) << d.dump();
+  EXPECT_TRUE(events(dir.path(), "followup").empty());
+}
+
 TEST(ControllerExplore, WithoutTheRaceEveryCandidateRunsExploreSteps) {
   gradzip::testing::TempDir dir;
   const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 0", {}, kSparseOnly);
