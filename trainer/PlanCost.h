@@ -28,9 +28,12 @@ namespace gradzip::trainer {
 //                 (c10d's all-gather; compress/Factory.h aggregatesByAllGather) is charged this row too
 //   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,
 //                 a log N broadcast plus the sharded all-reduce for ps
-// Schemes that need a small extra round before the data (TopKC's chunk norms,
-// PowerSGD's second all-reduce, THC's norm/range round) pay that round's
-// latency term once more. N = 1 costs nothing. `plan.collective` must be one
+// Schemes whose aggregation makes more than one dependent round
+// (compress/Factory.h collectiveRounds: TopKC's chunk norms, PowerSGD's
+// second all-reduce, THC's norm/range round and its all-reduce deployment's
+// saturation count) pay the collective's latency term once more per round;
+// PlanCost.LatencyTermsAreTheRoundsTheCodeRuns checks every default
+// candidate's a against the rounds its code issues. N = 1 costs nothing. `plan.collective` must be one
 // of the above (UserError otherwise).
 comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinate, int64_t d, int n);
 
