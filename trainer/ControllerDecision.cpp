@@ -29,24 +29,21 @@ namespace gradzip::trainer {
 using namespace detail;  // trainer/ControllerDetail.h
 
 namespace {
+// The steps' mean forward+backward time.
+double meanCompute(std::span<const StepMeasure> steps) {
+  double compute = 0;
+  for (const auto& m : steps) compute += m.compute;
+  return compute / double(std::max<size_t>(1, steps.size()));
+}
+
 // The step time a plan's exposed sync adds to (the predictions' base): the
 // measured steps minus the time the training thread waited for the running
 // plan's sync after backward, but at least their forward+backward time,
 // averaged.
 double baseStep(std::span<const StepMeasure> steps) {
-  double base = 0, compute = 0;
-  for (const auto& m : steps) {
-    base += m.step - m.exposed;
-    compute += m.compute;
-  }
-  return std::max(base, compute) / double(std::max<size_t>(1, steps.size()));
-}
-
-// Their mean forward+backward time.
-double meanCompute(std::span<const StepMeasure> steps) {
-  double compute = 0;
-  for (const auto& m : steps) compute += m.compute;
-  return compute / double(std::max<size_t>(1, steps.size()));
+  double base = 0;
+  for (const auto& m : steps) base += m.step - m.exposed;
+  return std::max(base / double(std::max<size_t>(1, steps.size())), meanCompute(steps));
 }
 }  // namespace
 

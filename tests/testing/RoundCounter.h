@@ -6,17 +6,19 @@
 // share one round; one issued only after another's result was waited for
 // (TopKC's chunk all-reduce after its norm all-reduce) starts the next. A
 // round weighs the most latency terms of its operations: a point-to-point
-// message 1, and the engine's own collectives, opaque here, their rows of the
-// flexible-communication paper's Table I (all-reduce 2(N−1), all-gather and
-// broadcast log2 N, reduce-scatter N−1). Counted on one rank, so only where
-// every rank's rounds are the critical path (two ranks: no tree has depth).
+// message 1, and the engine's own collectives, opaque here, the α terms of
+// their rows of the flexible-communication paper's Table I as
+// comm/CostModel.h gives them (all-reduce 2(N−1), all-gather and broadcast
+// log2 N; reduce-scatter, which Gloo runs as an all-reduce, the
+// all-reduce's). Counted on one rank, so only where every rank's rounds are
+// the critical path (two ranks: no tree has depth).
 #pragma once
 
 #include "comm/Communicator.h"
+#include "comm/CostModel.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <memory>
 
 namespace gradzip::testing {
@@ -29,16 +31,16 @@ class RoundCounter final : public comm::Communicator {
   int size() const override { return inner_.size(); }
   std::string backendName() const override { return inner_.backendName(); }
   comm::Work allReduce(at::Tensor& t, comm::ReduceOp op) override {
-    return issue(inner_.allReduce(t, op), 2.0 * (size() - 1));
+    return issue(inner_.allReduce(t, op), comm::ringAllReduceCost(0, size(), kAlphaOnly));
   }
   comm::Work allGather(std::vector<at::Tensor>& out, const at::Tensor& in) override {
-    return issue(inner_.allGather(out, in), std::log2(double(size())));
+    return issue(inner_.allGather(out, in), comm::allGatherCost(0, size(), kAlphaOnly));
   }
   comm::Work broadcast(at::Tensor& t, int root) override {
-    return issue(inner_.broadcast(t, root), std::log2(double(size())));
+    return issue(inner_.broadcast(t, root), comm::broadcastCost(0, size(), kAlphaOnly));
   }
   comm::Work reduceScatter(at::Tensor& out, std::vector<at::Tensor>& in, comm::ReduceOp op) override {
-    return issue(inner_.reduceScatter(out, in, op), double(size() - 1));
+    return issue(inner_.reduceScatter(out, in, op), comm::ringAllReduceCost(0, size(), kAlphaOnly));
   }
   comm::Work send(const at::Tensor& t, int dst, int tag) override { return issue(inner_.send(t, dst, tag), 1.0); }
   comm::Work recv(at::Tensor& t, int src, int tag) override { return issue(inner_.recv(t, src, tag), 1.0); }
@@ -54,6 +56,9 @@ class RoundCounter final : public comm::Communicator {
   }
 
  private:
+  // α = 1 s, β = 0: a Table I cost is then its count of latency terms.
+  static constexpr comm::NetworkParams kAlphaOnly{1.0, 0.0};
+
   class Tracked final : public comm::Work::Impl {
    public:
     Tracked(comm::Work w, RoundCounter* owner) : w_(std::move(w)), owner_(owner) {}
