@@ -12,6 +12,7 @@
 #include "compress/Factory.h"
 #include "trainer/Pareto.h"
 #include "trainer/PlanCost.h"
+#include "trainer/RunLogs.h"
 #include "util/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -620,6 +621,19 @@ void Controller::save(torch::serialize::OutputArchive& ar) const {
                          torch::kDouble),
            true);
   ar.write("controller/plan", c10::IValue(active_.key()));
+  const auto noise = noise_.sums();
+  ar.write("controller/noise", torch::tensor({noise[0], noise[1], noise[2]}, torch::kDouble), true);
+}
+
+void Controller::resumed(int64_t step) {
+  const std::string plans = fmt::format("{}/rank{}/plans.jsonl", runDir_, comm_.rank());
+  planLog_.close();
+  keepJsonLinesThrough(plans, step);
+  planLog_.open(plans, std::ios::app);
+  GZ_CHECK(planLog_.good(), "cannot write {}", plans);
+  if (comm_.rank() != 0) return;
+  keepJsonLinesThrough(runDir_ + "/decisions.jsonl", step);
+  writeDecision(nlohmann::json{{"step", step}, {"event", "resume"}, {"plan", active_.key()}}.dump());
 }
 
 void Controller::load(torch::serialize::InputArchive& ar) {
@@ -660,6 +674,13 @@ void Controller::load(torch::serialize::InputArchive& ar) {
     stepDrift_.reset(t[8].item<double>());
     syncRef_ = t[9].item<double>();
     stepArmed_ = true;
+  }
+  // The gradient noise sums (since 11-29; before, a resumed run's B_simple
+  // started over).
+  torch::Tensor noise;
+  if (ar.try_read("controller/noise", noise, true)) {
+    GZ_CHECK(noise.numel() == 3, "checkpoint: controller/noise has {} fields, expected 3", noise.numel());
+    noise_.restore({noise[0].item<double>(), noise[1].item<double>(), noise[2].item<double>()});
   }
   if (opts_.pin) return;
   if (plan && !(*plan == active_)) applyPlan(*plan, lastDecision_);

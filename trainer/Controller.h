@@ -173,10 +173,17 @@ class Controller {
   void save(torch::serialize::OutputArchive& ar) const;
   // Restores the running plan (by its key: the sparse start's plan, or a
   // plan the provisional step kept without moving, is no `initial`), α, β,
-  // the decision bookkeeping and the step-time trigger's references; call
+  // the decision bookkeeping, the step-time trigger's references and the
+  // gradient noise sums (checkpoints before 11-29 have none); call
   // before GradSync::load so the restored plan's compressor state is read.
   // UserError when the checkpoint's plan is none this config could run.
   void load(torch::serialize::InputArchive& ar);
+  // After load(), once the trainer knows the run resumed at `step`: the
+  // decision log (rank 0) and this rank's plan log keep only the records of
+  // steps up to it (trainer/RunLogs.h), and a `resume` record marks where the
+  // run picked up. The killed run logged the steps after it, which the
+  // resumed run trains (and logs) again.
+  void resumed(int64_t step);
 
  private:
   struct Screened {

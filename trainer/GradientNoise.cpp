@@ -55,6 +55,15 @@ void GradientNoise::add(const NoiseEstimate& e) {
   ++count_;
 }
 
+void GradientNoise::restore(const std::array<double, 3>& sums) {
+  GZ_CHECK(std::isfinite(sums[0]) && std::isfinite(sums[1]) && sums[2] >= 0 && sums[2] == std::floor(sums[2]),
+           "gradient noise sums ({}, {}, {}) are not finite sums over a whole number of estimates", sums[0], sums[1],
+           sums[2]);
+  gradSq_ = sums[0];
+  trace_ = sums[1];
+  count_ = int64_t(sums[2]);
+}
+
 double GradientNoise::bSimple() const {
   if (count_ == 0 || !(gradSq_ > 0)) return std::numeric_limits<double>::quiet_NaN();
   return trace_ / gradSq_;

@@ -22,6 +22,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -54,6 +55,11 @@ class GradientNoise {
   // tr(Σ)/|G|² over the estimates so far: NaN before any, or while the mean
   // |G|² is not positive (the noise hides the gradient).
   double bSimple() const;
+  // The running sums (Σ|G|², Σtr(Σ), count) and putting them back: the
+  // controller checkpoints them, so a resumed run's B_simple goes on from the
+  // estimates before the checkpoint rather than from none.
+  std::array<double, 3> sums() const { return {gradSq_, trace_, double(count_)}; }
+  void restore(const std::array<double, 3>& sums);
 
  private:
   double gradSq_ = 0, trace_ = 0;

@@ -543,6 +543,7 @@ struct Trainer::Impl final : ControlledLoop {
       std::ofstream(cfg.runDir() + "/environment.json") << env.dump(2) << "\n";
     }
     bool resumed = resume && loadCheckpoint();
+    if (resumed && controller) controller->resumed(step);
     // The controller's start-up probe is training time too (after a resume,
     // on top of the time restored from the checkpoint): a static plan has none.
     trainSeconds += controllerStartSeconds;

@@ -3,38 +3,19 @@
 
 #include <cmath>
 
+#include "trainer/RunLogs.h"
 #include "util/Error.h"
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <functional>
-#include <vector>
 
 namespace gradzip::trainer {
 namespace {
 const char* kMetricColumns[] = {"accuracy", "top5", "eval_loss", "mlm_accuracy", "perplexity"};
 
-// Rewrites `path` keeping the lines for which keep(line) holds.
-void filterLines(const std::string& path, const std::function<bool(const std::string&)>& keep) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::vector<std::string> kept;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && keep(line)) kept.push_back(line);
-  in.close();
-  std::ofstream out(path, std::ios::trunc);
-  for (auto& l : kept) out << l << '\n';
-  GZ_CHECK(out.good(), "cannot rewrite the TTA log {}", path);
-}
-
-// The step of a row: the "step" field of a JSONL row, the second column of a
-// CSV row; -1 for the CSV header and for lines that do not parse (a row torn by
-// the kill), which are dropped with the rows after the checkpoint.
-int64_t jsonlStep(const std::string& line) {
-  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : -1;
-}
+// The step of a CSV row, its second column; -1 for the header and for a row
+// torn by the kill, which is dropped with the rows after the checkpoint.
 int64_t csvStep(const std::string& line) {
   const auto a = line.find(',');
   if (a == std::string::npos) return -1;
@@ -54,11 +35,11 @@ TtaLog::TtaLog(const std::string& dir, int64_t resumedStep) {
   const std::string jsonlPath = dir + "/tta.jsonl", csvPath = dir + "/tta.csv";
   const bool append = resumedStep >= 0;
   if (append) {
-    auto kept = [&](int64_t step) { return step >= 0 && step <= resumedStep; };
-    filterLines(jsonlPath, [&](const std::string& l) { return kept(jsonlStep(l)); });
+    keepJsonLinesThrough(jsonlPath, resumedStep);
     bool header = true;
-    filterLines(csvPath, [&](const std::string& l) {
-      const bool keep = header || kept(csvStep(l));
+    keepLines(csvPath, [&](const std::string& l) {
+      const int64_t step = csvStep(l);
+      const bool keep = header || (step >= 0 && step <= resumedStep);
       header = false;
       return keep;
     });

@@ -525,6 +525,63 @@ TEST_F(ControllerTrainTest, AResumedRunGoesOnWithThePlanItCheckpointed) {
     EXPECT_EQ(r["plan"], sparsePlan) << r.dump();
 }
 
+TEST_F(ControllerTrainTest, AResumedRunLogsEveryStepOnceAndItsNoiseScaleGoesOn) {
+  // A kill lands after the last checkpoint, so the killed run has logged
+  // steps the resumed run trains again. Here the newest checkpoint (step 40)
+  // is deleted on both ranks, as if the kill had come before it was written:
+  // the run resumes at step 30 and redoes 31-40. Its decision log must hold
+  // each gradient noise measurement (steps 10, 20, 30, 40) once, with the
+  // uninterrupted run's estimates and B_simple (the resumed run's gradients
+  // are the same bit for bit, and the running sums come from the
+  // checkpoint), and nothing of the undone steps before its `resume` record.
+  // Before, step 40 was logged twice and the redone B_simple started over.
+  const std::string compress =
+      "{name: auto, families: [fp16], collectives: [engine], warmup_steps: 5, check_every: 5, noise_every: 10,"
+      " probe: {budget_seconds: 0.5}}";
+  auto run = [&](const trainer::TrainConfig& cfg, bool resume) {
+    gradzip::testing::runRanks(
+        2, [&](comm::Communicator& c) { trainer::Trainer(cfg, c).run(resume); }, std::chrono::seconds(60));
+  };
+  auto full = config(dir.path() + "/full", compress, 40);
+  run(full, false);
+  auto part = config(dir.path() + "/part", compress, 40);
+  run(part, false);
+  for (int r = 0; r < 2; ++r)
+    for (const char* f : {"/checkpoint.pt", "/checkpoint.pt.sum"})
+      ASSERT_TRUE(fs::remove(part.runDir() + "/rank" + std::to_string(r) + f));
+  run(part, true);
+  gradzip::testing::expectSamePath(jsonLines(full.runDir() + "/tta.jsonl"), jsonLines(part.runDir() + "/tta.jsonl"),
+                                   "fp16@engine");
+
+  auto noise = [](const std::string& runDir) {
+    std::vector<nlohmann::json> out;
+    for (auto r : jsonLines(runDir + "/decisions.jsonl"))
+      if (r["event"] == "noise") {
+        r.erase("seconds");
+        out.push_back(r);
+      }
+    return out;
+  };
+  const auto a = noise(full.runDir()), b = noise(part.runDir());
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a, b);  // steps, |G|², tr(Σ), B_simple: exactly
+
+  int resumes = 0;
+  for (const auto& r : jsonLines(part.runDir() + "/decisions.jsonl")) {
+    if (r["event"] == "resume") {
+      ++resumes;
+      EXPECT_EQ(r["step"], 30);
+      EXPECT_EQ(r["plan"], "fp16@engine");
+    } else if (resumes == 0 && r.contains("step")) {
+      EXPECT_LE(r["step"].get<int64_t>(), 30) << "a record of an undone step: " << r.dump();
+    }
+  }
+  EXPECT_EQ(resumes, 1);
+  for (int rank = 0; rank < 2; ++rank)
+    for (const auto& r : jsonLines(part.runDir() + "/rank" + std::to_string(rank) + "/plans.jsonl"))
+      EXPECT_LE(r["step"].get<int64_t>(), 30) << r.dump();
+}
+
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   auto cfg = config(dir.path(),
                     "{name: auto, families: [fp16, topk, topkc, cnat], warmup_steps: 5, min_interval: 10,"
