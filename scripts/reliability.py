@@ -16,7 +16,10 @@ Trial kinds:
   launcher to clean up): every survivor must exit non-zero within the timeout
   with an error naming itself and the failed operation.
 - resume: the launcher is SIGKILLed at a random time; `--resume` must end with
-  weights byte-identical to an uninterrupted run's (deterministic mode), for
+  weights byte-identical to an uninterrupted run's (deterministic mode) and
+  logs holding each step once (the TTA rows of the uninterrupted run; under
+  `auto` no decision-log record of a step after the checkpoint from before
+  the resume), for
   fp16@ring and for `compress: auto` whose only candidate is its sparse start's
   plan (TopK 0.1% all-gather with error feedback: the controller's checkpointed
   plan and the residual must both come back; a resume that fell back to
@@ -29,6 +32,7 @@ exits non-zero when any trial fails.
 import argparse
 import datetime
 import hashlib
+import json
 import os
 import random
 import signal
@@ -199,6 +203,32 @@ def sha(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def log_problems(ref, run, resumed_at):
+    """What the resumed run's logs hold that the uninterrupted run's do not:
+    TTA rows of other steps (one logged twice, or missing), or under
+    `compress: auto` a decision-log record, from before the resume, of a step
+    after the checkpoint it resumed from (the resumed run trains those steps
+    again and logs them anew)."""
+    def records(path):
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    why = []
+    if [r["step"] for r in records(os.path.join(run, "r", "tta.jsonl"))] != \
+            [r["step"] for r in records(os.path.join(ref, "r", "tta.jsonl"))]:
+        why.append("the TTA log's steps differ from the uninterrupted run's")
+    decisions = os.path.join(run, "r", "decisions.jsonl")
+    if os.path.exists(decisions):
+        recs = records(decisions)
+        resumes = [i for i, r in enumerate(recs) if r.get("event") == "resume"]
+        if not resumes:
+            why.append("decisions.jsonl has no resume record")
+        else:
+            late = [r for r in recs[:resumes[-1]] if r.get("step", -1) > int(resumed_at)]
+            if late:
+                why.append(f"decisions.jsonl keeps {len(late)} records of steps after the checkpoint")
+    return why
+
+
 def resume_trials(args, tmp_root, plan):
     ref = os.path.join(tmp_root, "ref")
     os.makedirs(ref)
@@ -246,6 +276,8 @@ def resume_trials(args, tmp_root, plan):
             why.append(f"resume exited {r.returncode}")
         elif sha(os.path.join(d, "r", "model.pt")) != expected:
             why.append("final weights differ from the uninterrupted run")
+        else:
+            why += log_problems(ref, d, step)
         rows.append({"ok": not why, "why": "; ".join(why), "kill_s": delay, "resumed_at": step})
         print(f"resume {plan[0]} trial {t + 1}: killed after {delay:.1f} s, resumed at step {step}: "
               f"{'ok' if not why else 'FAIL ' + '; '.join(why)}", flush=True)
@@ -303,7 +335,8 @@ def main():
     fails = [f"- {kind} n={n} {plan}: {res['why']}" for kind, n, plan, res in table if not res["ok"]]
     fails += [f"- resume {label}: {r['why']}" for label, (_, rs) in resumes.items() for r in rs if not r["ok"]]
     resume_lines = [f"- {label}: {sum(r['ok'] for r in rs)} of {len(rs)} resumed runs ended with weights "
-                    f"byte-identical to the uninterrupted run's ({duration:.1f} s); resumed at steps "
+                    f"byte-identical to the uninterrupted run's ({duration:.1f} s) and logs holding each step "
+                    f"once; resumed at steps "
                     f"{', '.join(r['resumed_at'] for r in rs)}" for label, (duration, rs) in resumes.items()]
     resume_text = ("2 ranks, 400 steps, a checkpoint every 25 steps; the launcher SIGKILLed after a random number "
                    "(1-13) of rank 0's 16 checkpoints plus part of the next interval, then `--resume`:\n\n"
