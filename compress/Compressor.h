@@ -55,7 +55,7 @@ struct Context {
   comm::Communicator& comm;
   comm::Collective* collective = nullptr;  // the plan's collective; null = engine all-reduce
   std::string collectiveName = "engine";
-  std::vector<TensorSlot> layout;
+  std::vector<TensorSlot> layout = {};  // "= {}": Context{comm} leaves it empty without a warning
   uint64_t seed = 0;
   int bucket = 0;
   int64_t step = 0;

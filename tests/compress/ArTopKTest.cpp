@@ -66,7 +66,9 @@ TEST(ArTopK, AggregatesOnTheSourceRanksIndices) {
             for (int r = 0; r < n; ++r) absSum += input(r, step).abs();
             EXPECT_TRUE(((agg.mean - expected).abs() <= absSum * (6.0 / 16777216 / n)).all().item<bool>())
                 << coll << " " << mode;
-            if (n == 2) EXPECT_TRUE(testing::bitEqual(agg.mean, expected)) << coll << " " << mode;
+            if (n == 2) {
+              EXPECT_TRUE(testing::bitEqual(agg.mean, expected)) << coll << " " << mode;
+            }
             // Alg. 1 line 18: the residual G - localApplied keeps all but ix~.
             at::Tensor g = input(c.rank(), step);
             EXPECT_TRUE(testing::bitEqual(agg.localApplied, at::zeros({d}).index_put_({ix}, g.index_select(0, ix))));

@@ -48,7 +48,9 @@ TEST(Hadamard, PreservesNormAndInvertsWithPadding) {
     EXPECT_LE((back - x).abs().max().item<float>(), 1e-5 * x.abs().max().item<float>() * std::log2(rht.paddedDim() + 1) + 1e-7);
     // Same seed, same rotation; another seed, another rotation.
     EXPECT_TRUE(at::equal(rht.forward(x, 42), r));
-    if (d > 4) EXPECT_FALSE(at::allclose(rht.forward(x, 43), r));
+    if (d > 4) {
+      EXPECT_FALSE(at::allclose(rht.forward(x, 43), r));
+    }
   }
 }
 

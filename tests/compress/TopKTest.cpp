@@ -39,7 +39,9 @@ TEST(TopK, WireSizeEqualsDeclaredBitsAndKeepsTheLargest) {
     EXPECT_EQ(at::count_nonzero(y).item<int64_t>(), k);
     // The kept coordinates are the k largest |x|: the smallest kept >= the largest dropped.
     at::Tensor kept = y != 0;
-    if (k < d) EXPECT_GE(x.abs().masked_select(kept).min().item<float>(), x.abs().masked_select(~kept).max().item<float>());
+    if (k < d) {
+      EXPECT_GE(x.abs().masked_select(kept).min().item<float>(), x.abs().masked_select(~kept).max().item<float>());
+    }
     EXPECT_TRUE(testing::bitEqual(y.masked_select(kept), x.masked_select(kept).to(at::kHalf).to(at::kFloat)));
   }
 }
@@ -59,7 +61,9 @@ TEST(TopK, MultiRankMeanEqualsLocalReconstruction) {
       for (int r = 0; r < n; ++r) {
         Payload p = topk.encode(testing::gaussianInput(d, r, 21), lctx);
         ref.index_add_(0, p.tensors[1].to(at::kLong), p.tensors[0].to(at::kFloat));
-        if (r == c.rank()) EXPECT_TRUE(testing::bitEqual(agg.localApplied, topk.decode(p, d, lctx)));
+        if (r == c.rank()) {
+          EXPECT_TRUE(testing::bitEqual(agg.localApplied, topk.decode(p, d, lctx)));
+        }
       }
       EXPECT_TRUE(testing::bitEqual(agg.mean, ref.div_(n)));
       testing::expectIdenticalAcrossRanks(c, agg.mean);

@@ -407,7 +407,9 @@ TEST_F(ControllerTrainTest, TheProvisionalRewindTrainsLikeTheStaticPlanFromStepZ
   EXPECT_EQ(r0[1]["step"], 0);
   EXPECT_EQ(r0[1]["plan"], "topkc{bits: 2}@engine");
   for (const auto& r : jsonLines(kept.runDir() + "/decisions.jsonl"))
-    if (r["event"] == "provisional") EXPECT_FALSE(r.contains("rewound")) << r.dump();
+    if (r["event"] == "provisional") {
+      EXPECT_FALSE(r.contains("rewound")) << r.dump();
+    }
   EXPECT_EQ(jsonLines(kept.runDir() + "/rank0/plans.jsonl").at(1)["step"], 2);
 
   // Evaluating every step: the steps the rewind may undo are not evaluated,
@@ -835,7 +837,9 @@ TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
         // chosen); under "all" every candidate is.
         const bool topk = c["plan"].get<std::string>().rfind("topk{", 0) == 0;
         EXPECT_EQ(c.value("screened", true), scope == "all" || topk) << c.dump();
-        if (scope == "family" && topk) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+        if (scope == "family" && topk) {
+          EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+        }
       }
       EXPECT_DOUBLE_EQ(screened.at(r["current"]["plan"].get<std::string>()), own);
       for (const auto& e : r["explored"]) {

@@ -155,7 +155,9 @@ TEST(GradSync, NonFiniteGradientOnOneRankStopsEveryRankAtTheSameStep) {
       } catch (const trainer::NonFiniteGradient& e) {
         EXPECT_EQ(e.step, 1);
         const std::string msg = e.what();
-        if (c.rank() == 1) EXPECT_NE(msg.find("rank 1: w"), std::string::npos) << msg;
+        if (c.rank() == 1) {
+          EXPECT_NE(msg.find("rank 1: w"), std::string::npos) << msg;
+        }
         ++thrown;
       }
       w.mutable_grad().zero_();

@@ -41,7 +41,9 @@ inline void expectSamePath(const std::vector<nlohmann::json>& a, const std::vect
     EXPECT_EQ(a[i]["step"], b[i]["step"]);
     EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "row " << i;
     EXPECT_EQ(a[i]["metrics"]["accuracy"].get<double>(), b[i]["metrics"]["accuracy"].get<double>()) << "row " << i;
-    if (!plan.empty()) EXPECT_EQ(b[i]["plan"], plan) << "row " << i;
+    if (!plan.empty()) {
+      EXPECT_EQ(b[i]["plan"], plan) << "row " << i;
+    }
   }
 }
 
