@@ -286,10 +286,10 @@ class ControllerTrainTest : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kFmnist)) GTEST_SKIP() << "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)";
   }
-  // Trains `cfg` on two thread ranks over Gloo.
-  static void train(const trainer::TrainConfig& cfg) {
+  // Trains `cfg` on two thread ranks over Gloo (resuming from its checkpoints).
+  static void train(const trainer::TrainConfig& cfg, bool resume = false) {
     gradzip::testing::runRanks(
-        2, [&](comm::Communicator& c) { trainer::Trainer(cfg, c).run(false); }, std::chrono::seconds(60));
+        2, [&](comm::Communicator& c) { trainer::Trainer(cfg, c).run(resume); }, std::chrono::seconds(60));
   }
   gradzip::testing::TempDir dir;
 };
@@ -506,20 +506,16 @@ TEST_F(ControllerTrainTest, AResumedRunGoesOnWithThePlanItCheckpointed) {
   const std::string compress =
       "{name: auto, families: [topk], ratios: [0.001], collectives: [allgather], warmup_steps: 100,"
       " sparse_start_above: 0, probe: {budget_seconds: 0.5}}";
-  auto run = [&](const trainer::TrainConfig& cfg, bool resume) {
-    gradzip::testing::runRanks(
-        2, [&](comm::Communicator& c) { trainer::Trainer(cfg, c).run(resume); }, std::chrono::seconds(60));
-  };
   auto full = config(dir.path() + "/full", compress, 30);
-  run(full, false);
+  train(full);
   auto part = config(dir.path() + "/part", compress, 20);
-  run(part, false);
+  train(part);
   torch::serialize::InputArchive ar;
   ar.load_from(part.runDir() + "/rank0/checkpoint.pt");
   c10::IValue key;
   EXPECT_TRUE(ar.try_read("controller/plan", key) && key.isString() && key.toStringRef() == sparsePlan);
   auto resumed = config(dir.path() + "/part", compress, 30);
-  run(resumed, true);
+  train(resumed, true);
   const auto a = jsonLines(full.runDir() + "/tta.jsonl"), b = jsonLines(resumed.runDir() + "/tta.jsonl");
   ASSERT_EQ(a.size(), 3u);
   gradzip::testing::expectSamePath(a, b, sparsePlan);
@@ -540,18 +536,14 @@ TEST_F(ControllerTrainTest, AResumedRunLogsEveryStepOnceAndItsNoiseScaleGoesOn) 
   const std::string compress =
       "{name: auto, families: [fp16], collectives: [engine], warmup_steps: 5, check_every: 5, noise_every: 10,"
       " probe: {budget_seconds: 0.5}}";
-  auto run = [&](const trainer::TrainConfig& cfg, bool resume) {
-    gradzip::testing::runRanks(
-        2, [&](comm::Communicator& c) { trainer::Trainer(cfg, c).run(resume); }, std::chrono::seconds(60));
-  };
   auto full = config(dir.path() + "/full", compress, 40);
-  run(full, false);
+  train(full);
   auto part = config(dir.path() + "/part", compress, 40);
-  run(part, false);
+  train(part);
   for (int r = 0; r < 2; ++r)
     for (const char* f : {"/checkpoint.pt", "/checkpoint.pt.sum"})
       ASSERT_TRUE(fs::remove(part.runDir() + "/rank" + std::to_string(r) + f));
-  run(part, true);
+  train(part, true);
   gradzip::testing::expectSamePath(jsonLines(full.runDir() + "/tta.jsonl"), jsonLines(part.runDir() + "/tta.jsonl"),
                                    "fp16@engine");
 
