@@ -767,7 +767,8 @@ TEST_F(ControllerTrainTest, ModelsTheWireBytesOfShapeAwareCodecs) {
   // bits its screening measured, or the network detector compares its
   // collectives with a prediction 20x too slow.
   const std::string psgd = "{name: powersgd, collective: engine, powersgd: {rank: 1}}";
-  auto cfg = config(dir.path(), "{name: auto, pin: " + psgd + ", families: [fp16, powersgd], warmup_steps: 5,"
+  auto cfg = config(dir.path(), "{name: auto, pin: " + psgd + ", families: [fp16, powersgd], powersgd_ranks: [1],"
+                                " warmup_steps: 5,"
                                 " check_every: 5, min_interval: 100, explore: 1, explore_steps: 2}",
                     6);
   train(cfg);
