@@ -48,13 +48,13 @@ struct ControllerOptions {
   std::vector<double> topkcBits = {0.5, 2, 8};                     // HotNets Fig. 1 budgets
   std::vector<int64_t> thcBits = {2, 4, 8};                        // ps form; <= 4 also as the all-reduce form
   // PowerSGD ranks. Not 1: on `schedule_c1` (12 seeds, 11-29) the six runs
-  // whose knee took rank 1 at 20 or 5 Mbit/s (a predicted step 27% shorter
-  // than TopKC b=2's) needed 1.14x topk33's steps to 0.83, the six that
+  // whose knee took rank 1 at 20 or 5 Mbit/s (a predicted step 12-32%
+  // shorter than TopKC b=2's) needed 1.14x topk33's steps to 0.83, the six that
   // kept TopKC b=2 1.03x; rerun without rank 1, those six seeds kept
   // TopKC b=2 and needed topk33's steps (286.7 against 286.7 on the mean),
   // 1.04x its time against 1.11x (experiments/results/controller_ablation.md,
   // "`schedule_c1` seeds 7-12" and "Without PowerSGD rank 1"). Its
-  // screened vNMSE (0.88) under ef_rate does not charge what it costs.
+  // screened vNMSE (0.80-0.88) under ef_rate does not charge what it costs.
   std::vector<int64_t> powersgdRanks = {4, 16};
 
   // Pareto.h kneePoint weight on time. 0.85, not 0.5: vNMSE overstates what
