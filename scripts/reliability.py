@@ -217,7 +217,9 @@ def log_problems(ref, run, resumed_at):
             [r["step"] for r in records(os.path.join(ref, "r", "tta.jsonl"))]:
         why.append("the TTA log's steps differ from the uninterrupted run's")
     decisions = os.path.join(run, "r", "decisions.jsonl")
-    if os.path.exists(decisions):
+    if not resumed_at.isdigit():
+        why.append("the resumed run logged no 'resumed from ... at step N' line")
+    elif os.path.exists(decisions):
         recs = records(decisions)
         resumes = [i for i, r in enumerate(recs) if r.get("event") == "resume"]
         if not resumes:

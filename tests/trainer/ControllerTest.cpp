@@ -571,9 +571,6 @@ TEST_F(ControllerTrainTest, AResumedRunLogsEveryStepOnceAndItsNoiseScaleGoesOn) 
     }
   }
   EXPECT_EQ(resumes, 1);
-  for (int rank = 0; rank < 2; ++rank)
-    for (const auto& r : jsonLines(part.runDir() + "/rank" + std::to_string(rank) + "/plans.jsonl"))
-      EXPECT_LE(r["step"].get<int64_t>(), 30) << r.dump();
 }
 
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
