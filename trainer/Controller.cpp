@@ -459,6 +459,7 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // soundings and decisions.
   const auto entry = Clock::now();
   observe(m);
+  keepGradient();
   if (opts_.noiseEvery > 0 && !opts_.pin && batch_ > 0 && step >= opts_.warmupSteps && step % opts_.noiseEvery == 0)
     measureNoiseScale(step);
   if (betaPending_ && observedSteps_ >= kStartBetaSteps) settleBeta(step);

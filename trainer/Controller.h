@@ -26,8 +26,10 @@
 //     large bucket's last gradient, giving the measured encode+decode seconds,
 //     the vNMSE and the gain E||g_c||²/E||g_e||² (both in the optimizer's
 //     geometry by default: trainer/OptimizerGeometry.h); an error-feedback
-//     codec replays that gradient screen_reps times with its residual, and its
-//     statistics are the last replay's, an estimate of its steady state. Per
+//     codec runs with its residual over the last screen_window steps'
+//     gradients twice (until rank 0 holds that many: screen_reps replays of
+//     the last one), and its statistics are the last call's, an estimate of
+//     its steady state. Per
 //     candidate, the α-β cost of its exact wire bytes through its
 //     collective (trainer/PlanCost.h) gives the communication seconds. The
 //     predicted step time is the base (the measured step time minus the time
@@ -193,9 +195,11 @@ class Controller {
     std::vector<double> bucketBits;          // per large bucket
     std::vector<double> bucketEncodeDecode;  // per large bucket
     // Without error feedback: the codec on the last gradient. With it: the
-    // last of screen_reps replays of that gradient, the residual included
-    // (screenCodec), an estimate of the steady state the plan runs in.
+    // last call of screenCodec's sequence (screen_reps replays of that
+    // gradient, or the window's gradients twice over), the residual
+    // included, an estimate of the steady state the plan runs in.
     CompressionStats stats;
+    int64_t gradients = 0;  // distinct gradients of the error-feedback sequence (1: replays)
     bool ok = false;
   };
   struct Measured {
@@ -216,12 +220,22 @@ class Controller {
   void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
   // Rank 0: `plan`'s codec on each large bucket's last gradient: encode +
   // decode seconds, wire bits per bucket, statistics. An error-feedback codec
-  // replays the gradient screen_reps times with its residual and measures the
-  // last replay: its input then carries the residual that builds up while it
-  // runs, so sparse plans show their steady-state vNMSE (TopK 0.4% on
-  // ResNet-20: 0.94 after 8 replays, 0.96 while training, 0.6 on the fresh
-  // gradient), on up to kSteadyStateCoordinates of the buckets.
+  // runs a sequence with its residual and measures the last call: the
+  // window's screen_window gradients twice over (oldest first, so the last
+  // call is on the newest) once window_ holds that many, else screen_reps
+  // replays of the last gradient. Its input then carries the residual that
+  // builds up while it runs, so sparse plans show their steady-state vNMSE
+  // (TopK 0.4% on ResNet-20: 0.94 after 8 replays, 0.96 while training, 0.6
+  // on the fresh gradient), on the steadyStateBuckets().
   Screened screenCodec(const Plan& plan);
+  // The large buckets an error-feedback codec's sequence runs on, in order:
+  // up to kSteadyStateCoordinates (at least one bucket); the others get two
+  // calls on their last gradient.
+  std::vector<int> steadyStateBuckets() const;
+  // Rank 0, after a step that stays (not exploration's, not one the
+  // provisional rewind undoes): copies its local gradients of the
+  // steadyStateBuckets() into window_, dropping the oldest beyond the cap.
+  void keepGradient();
   // Rank 0: screenCodec() of every compressor configuration (its collectives
   // share encode/decode), with predicted step base + the part of its
   // encode/decode and α-β communication that the buckets' pipeline behind
@@ -344,6 +358,11 @@ class Controller {
   // (0: off, β from the steps' collectives). The same on every rank (start).
   int64_t sparseSoundBytes_ = 0;
   int64_t observedSteps_ = 0;   // steps observed since start()
+  // Rank 0: the local gradients of the last steps (oldest first), one tensor
+  // per steadyStateBuckets() entry, at most screen_window of them and
+  // kScreenWindowBytes in all (keepGradient). Not checkpointed: a resumed
+  // run screens with replays until it holds screen_window again.
+  std::deque<std::vector<at::Tensor>> window_;
   // The provisional step's screenings, reused by the first decision.
   std::map<std::string, Screened> provisionalScreens_;
   // Rank 0: the last screening of every candidate afresh and its step, which

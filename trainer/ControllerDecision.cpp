@@ -77,12 +77,55 @@ namespace {
 // keeps R replays of the ~30 codec configurations near a second at BERT or
 // VGG sizes, and covers every ResNet-20 bucket.
 constexpr int64_t kSteadyStateCoordinates = int64_t(1) << 20;
+// The most rank 0 keeps for screen_window's gradients: 8 of the 2^20
+// coordinates above take 32 MiB; a first bucket larger than that (VGG-11's
+// 25 MB buckets) gets fewer, and below two the window is off.
+constexpr int64_t kScreenWindowBytes = int64_t(256) << 20;
 }  // namespace
+
+std::vector<int> Controller::steadyStateBuckets() const {
+  std::vector<int> out;
+  int64_t covered = 0;
+  for (int k : large_) {
+    const int64_t d = sync_.bucketNumel(k);
+    if (!out.empty() && covered + d > kSteadyStateCoordinates) continue;
+    out.push_back(k);
+    covered += d;
+  }
+  return out;
+}
+
+void Controller::keepGradient() {
+  if (comm_.rank() != 0 || opts_.screenWindow < 2) return;
+  const auto buckets = steadyStateBuckets();
+  int64_t bytes = 0;
+  for (int k : buckets) {
+    if (!sync_.lastInput(k).defined()) return;
+    bytes += sync_.lastInput(k).nbytes();
+  }
+  const size_t cap = size_t(std::min<int64_t>(opts_.screenWindow, kScreenWindowBytes / std::max<int64_t>(1, bytes)));
+  if (cap < 2) return;
+  std::vector<at::Tensor> slot;
+  if (window_.size() >= cap) {  // reuse the oldest's storage
+    slot = std::move(window_.front());
+    window_.pop_front();
+  }
+  slot.resize(buckets.size());
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto& g = sync_.lastInput(buckets[i]);
+    if (!slot[i].defined() || slot[i].numel() != g.numel()) slot[i] = at::empty_like(g);
+    slot[i].copy_(g);
+  }
+  window_.push_back(std::move(slot));
+}
 
 Controller::Screened Controller::screenCodec(const Plan& plan) {
   Screened s;
-  const int64_t reps = std::max<int64_t>(2, opts_.screenReps);  // replays of an error-feedback codec
-  int64_t replayed = 0;  // coordinates the error-feedback replay has covered
+  // An error-feedback codec's sequence: the window's gradients twice over
+  // once it holds screen_window of them, else screen_reps replays of the last.
+  const auto steady = steadyStateBuckets();
+  const size_t distinct = opts_.screenWindow >= 2 && window_.size() >= size_t(opts_.screenWindow) ? window_.size() : 1;
+  const int64_t calls = distinct > 1 ? 2 * int64_t(distinct) : std::max<int64_t>(2, opts_.screenReps);
   try {
     for (int k : large_) {
       // A fresh codec per bucket: an error-feedback residual belongs to one bucket.
@@ -91,11 +134,16 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
       const auto* fed = dynamic_cast<const compress::ErrorFeedback*>(&c);  // null: no error feedback
       // This rank's last local gradient (the aggregated mean would already
       // carry the current plan's rounding).
-      const auto& x = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
-      const int64_t d = x.numel();
-      const bool replay = fed && (replayed == 0 || replayed + d <= kSteadyStateCoordinates);
-      for (int64_t rep = 0; rep < (replay ? reps : 2); ++rep) {
-        // Each replay a step of its own: shared-seed randomness (THC's
+      const auto& last = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
+      const int64_t d = last.numel();
+      const auto pos = std::find(steady.begin(), steady.end(), k);
+      const bool replay = fed && pos != steady.end();
+      const size_t slot = size_t(pos - steady.begin());  // its tensor in a window_ entry
+      const int64_t reps = replay ? calls : 2;
+      for (int64_t rep = 0; rep < reps; ++rep) {
+        // Oldest first, so that the last call is on the newest gradient.
+        const at::Tensor& x = replay && distinct > 1 ? window_[size_t(rep) % distinct][slot] : last;
+        // Each call a step of its own: shared-seed randomness (THC's
         // rotation and rounding) drawn afresh, as in training, so its errors
         // do not add up in the residual (with one seed THC 4-bit screened
         // 0.15 after 8 replays, against 0.02 while it runs).
@@ -112,13 +160,13 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
           s.encodeDecode += s.bucketEncodeDecode.back();
         }
         // Statistics: without error feedback from the timed call; with it from
-        // the last replay of the same gradient (below).
+        // the sequence's last call, on the last gradient.
         if ((!fed && rep == 1) || (replay && rep + 1 == reps))
           s.stats += measureCompression(in, y, sync_.bucketLayout(k), sync_.statWeights(k)).weighted;
         if (rep == 1) s.bucketBits.push_back(c.bitsPerCoordinate(d, comm_.size()));  // shape-aware after an encode
       }
-      if (replay) replayed += d;
     }
+    s.gradients = int64_t(distinct);
     s.ok = true;
   } catch (const std::exception& e) {
     spdlog::debug("controller: screening {} failed: {}", plan.key(), firstLine(e.what()));
@@ -180,6 +228,12 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
   }
   rec["base_step"] = base;
   rec["screen_reps"] = opts_.screenReps;
+  // Distinct gradients behind the error-feedback screenings used here (1:
+  // replays; reused screenings keep theirs).
+  int64_t gradients = 0;
+  for (const auto& s : screened)
+    if (s.ok) gradients = std::max(gradients, s.gradients);
+  rec["screen_gradients"] = gradients;
   std::vector<int64_t> buckets;
   for (int k : large_) buckets.push_back(sync_.bucketNumel(k));
   rec["buckets"] = buckets;
@@ -238,6 +292,7 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
     // its state at the same step (begin), so all rewind together.
     sync_.keepOnly(rewindKeys_);
     loop.restore(rewindState_);
+    window_.clear();  // the undone steps' gradients come again
     rec["rewound"] = {{"to_step", from}, {"steps", step - from}};
     refreshGeometry();  // measured in the restored optimizer's geometry
     geometryRefreshed_ = false;  // and again after its first step

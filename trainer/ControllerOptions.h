@@ -13,6 +13,7 @@
 //     time_weight: 0.85                 # knee preference (1: fastest, 0: most accurate)
 //     stat: ef_rate                     # statistical cost (default: ef_rate under SGD, vnmse under AdamW)
 //     screen_reps: 8                    # replays of the gradient that screen an error-feedback codec
+//     screen_window: 0                  # 8: once there are that many, the last 8 steps' gradients, twice over
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     provisional_rewind: true          # and undo those 2 fp16 steps (they measured)
 //     sparse_start_above: 0.1           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
@@ -112,6 +113,39 @@ struct ControllerOptions {
   // (experiments/python/ef_steady_state.py, rerun 11-28). It costs
   // screen_reps − 2 more encode+decode calls per error-feedback configuration.
   int64_t screenReps = 8;
+  // Distinct gradients that screen an error-feedback codec once rank 0 holds
+  // that many (0: never; the last screen_window steps' local gradients of
+  // the buckets screening runs on, at most kScreenWindowBytes; none from
+  // exploration or undone steps): the codec runs over them in order twice,
+  // and its statistics are those of the last call, on the newest gradient.
+  // Before that (the provisional step, and the first decision that reuses
+  // its screenings) it replays the last gradient screen_reps times, as with 0.
+  // Replays of one gradient add its dropped coordinates up coherently, which
+  // overstates the steady state of the denser sparsifiers: on the ResNet-20
+  // gradients of steps 121 and 238, against error feedback along the run
+  // (experiments/python/ef_steady_state.py, rerun 11-29), 8 replays read
+  // TopK 10%/3.3% 0.63-0.64/0.82-0.83 and TopKC 2-bit 0.71-0.72 (run 0.42/
+  // 0.73, 0.67); the last 8 gradients twice 0.47-0.49/0.77 and 0.68-0.70,
+  // and TopK 1.1%/0.4%/0.1% and TopKC 0.5-bit within 0.03 of the run as
+  // replays are. Once (W8) it reads those 0.06-0.10 low (TopK 1.1%: 0.80).
+  // Off by default: it did not change what the runs took where it mattered.
+  // On schedule_c1 (seeds 1-6, 11-29, interleaved with the same binary at
+  // 0) it made TopK 3.3% the predicted knee of all six step-121 decisions
+  // at 20 Mbit/s (at 0: TopKC b=2 in all six), but TopKC b=2, explored
+  // against that prediction, measured −2% to +4.4% of its time and won on
+  // ef_rate (0.12-0.26 against 0.25-0.49): TopKC b=2 ran in all six, as at
+  // 0. At 5 Mbit/s two runs went to TopK 1.1% and needed 300 and 350 steps
+  // to 0.83 (at 0: 250 and 330). 1.027x the time at 0 on the means
+  // (0.93-1.16x), 1.04x the steps, and a fresh screening took 0.25-0.27 s
+  // instead of 0.12-0.15 (experiments/results/controller_ablation.md,
+  // "Screening over the last 8 gradients"). The estimate is the closer one,
+  // but ef_rate's k was fitted on replays. It costs
+  // 2·screen_window − screen_reps more codec calls per error-feedback
+  // configuration at those screenings, and rank 0 copies those buckets'
+  // gradients each step. The window is not checkpointed: a resumed run
+  // replays until it holds screen_window gradients again, so its decisions
+  // in those steps may differ from the uninterrupted run's.
+  int64_t screenWindow = 0;
   // ef_rate's k, the bound's 8γL (statisticalCost). 0.03: the middle, in
   // log terms, of the window [0.025, 0.04) in which each of the 62 step-2 and
   // step-10 decisions (but one step-10 predicted knee, TopK 3.3% at 10

@@ -14,20 +14,22 @@ plan. Prints per compressor:
     state the plan trains in; the gradients come from an uncompressed run),
     and the mean cosine of the applied update C(x) with that step's
     gradient g there (1 for a lossless plan);
-  - at steps t0 = 140, 200, 260: "fresh", the vNMSE on g_t0 alone (what
+  - at steps t0 (--t0; 140, 200, 260): "fresh", the vNMSE on g_t0 alone (what
     screening measured before screen_reps); "R2/R4/R8", the vNMSE of the
     R-th replay of g_t0 with its own residual (screen_reps R); "W4/W8/W16",
     error feedback over the last 4, 8 or 16 distinct gradients; "C2x4",
     "C4x2", "C8x2", the last 2, 4 or 8 distinct gradients cycled 4, 2 or 2
     times (the statistic of the last call, on g_t0): replays that a changing
-    gradient spreads, as it does along a run; "cos R8", the cosine of the
+    gradient spreads, as it does along a run (C8x2 is the controller's
+    screening once it holds `screen_window` 8 gradients); "cos R8", the cosine of the
     8th replay's C(x) with g_t0; "cos W8", "cos W16", that of the last step
     of W8 and W16 with its own gradient, and "cos W16 last 8" their mean
     over W16's last 8 steps (a screening over the last gradients instead
-    of replays of one).
+    of replays of one); "cos C8x2 2nd pass", the same mean over C8x2's
+    second pass (what `screen_window` 8 screens on).
 Offline analysis (about two minutes on two cores); not a test.
 
-Usage: .venv/bin/python experiments/python/ef_steady_state.py [--steps 300]
+Usage: .venv/bin/python experiments/python/ef_steady_state.py [--steps 300] [--t0 140 200 260]
 """
 import argparse
 import math
@@ -114,31 +116,36 @@ def error_fed(c, seq, cosines=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--t0", type=int, nargs="+", default=[140, 200, 260],
+                    help="steps whose gradient is screened (at least 75: W16 needs 15 before it)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     first = 60
     g = gradients(args.steps, first)
     d = g.shape[1]
-    comps = {"TopK 3.3%": topk(0.033, d), "TopK 1.1%": topk(0.011, d), "TopK 0.4%": topk(0.004, d),
-             "TopK 0.1%": topk(0.001, d), "TopKC 2 bits": topkc(2, d), "TopKC 0.5 bits": topkc(0.5, d)}
+    comps = {"TopK 10%": topk(0.1, d), "TopK 3.3%": topk(0.033, d), "TopK 1.1%": topk(0.011, d), "TopK 0.4%": topk(0.004, d),
+             "TopK 0.1%": topk(0.001, d), "TopKC 8 bits": topkc(8, d), "TopKC 2 bits": topkc(2, d),
+             "TopKC 0.5 bits": topkc(0.5, d)}
     print(f"{g.shape[0]} gradients (steps {first}-{args.steps}) of {d} coordinates")
     for name, c in comps.items():
         cos = []
         run = error_fed(c, g, cos)
         print(f"{name}: running {sum(run[120:]) / len(run[120:]):.3f}, cos(C(x), g) {sum(cos[120:]) / len(cos[120:]):.3f}")
-        for t0 in (140, 200, 260):
+        for t0 in args.t0:
             i = t0 - first
             cosr = []
             reps = error_fed(c, [g[i]] * 8, cosr)
             cosw = {w: [] for w in (4, 8, 16)}
             win = {w: error_fed(c, g[i - w + 1: i + 1], cosw[w])[-1] for w in (4, 8, 16)}
-            cyc = {(w, k): error_fed(c, [g[j] for _ in range(k) for j in range(i - w + 1, i + 1)])[-1]
+            cosc = []  # C8x2's: the cosine of each call's C(x) with that call's gradient
+            cyc = {(w, k): error_fed(c, [g[j] for _ in range(k) for j in range(i - w + 1, i + 1)],
+                                     cosc if (w, k) == (8, 2) else None)[-1]
                    for w, k in ((2, 4), (4, 2), (8, 2))}
             print(f"  t0 {t0}: fresh {vnmse(g[i], c(g[i])):.3f}  R2 {reps[1]:.3f}  R4 {reps[3]:.3f}  "
                   f"R8 {reps[7]:.3f}  W4 {win[4]:.3f}  W8 {win[8]:.3f}  W16 {win[16]:.3f}  "
                   f"C2x4 {cyc[(2, 4)]:.3f}  C4x2 {cyc[(4, 2)]:.3f}  C8x2 {cyc[(8, 2)]:.3f}  "
                   f"cos R8 {cosr[7]:.3f}  cos W8 {cosw[8][-1]:.3f}  cos W16 {cosw[16][-1]:.3f}  "
-                  f"cos W16 last 8 {sum(cosw[16][8:]) / 8:.3f}", flush=True)
+                  f"cos W16 last 8 {sum(cosw[16][8:]) / 8:.3f}  cos C8x2 2nd pass {sum(cosc[8:]) / 8:.3f}", flush=True)
 
 
 if __name__ == "__main__":

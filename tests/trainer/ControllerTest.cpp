@@ -245,6 +245,9 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_DOUBLE_EQ(parseWith("{name: sgd}", "{name: auto, ef_rate_scale: 0.02}").controller->efRateScale, 0.02);
   EXPECT_EQ(cfg.controller->screenReps, 8);
   EXPECT_EQ(parse("{name: auto, screen_reps: 2}").controller->screenReps, 2);
+  EXPECT_EQ(cfg.controller->screenWindow, 0);
+  EXPECT_EQ(parse("{name: auto, screen_window: 8}").controller->screenWindow, 8);
+  EXPECT_EQ(parse("{name: auto, screen_window: 16}").controller->screenWindow, 16);
   // The effective config round-trips through YAML.
   YAML::Emitter e;
   e << cfg.toYaml();
@@ -266,6 +269,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, geometry: adam}", "compress.geometry");
   expectError("{name: auto, ef_rate_scale: 2}", "compress.ef_rate_scale");
   expectError("{name: auto, screen_reps: 1}", "compress.screen_reps");
+  expectError("{name: auto, screen_window: 1}", "compress.screen_window");
+  expectError("{name: auto, screen_window: -2}", "compress.screen_window");
   expectError("{name: auto, gain_scope: everything}", "compress.gain_scope");
   expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
   expectError("{name: auto, explore_min_steps: -1}", "compress.explore_min_steps");
@@ -866,7 +871,7 @@ TEST_F(ControllerTrainTest, ScreeningReplaysErrorFeedbackCodecsToTheirSteadyStat
     const auto cfg = gradzip::testing::mlpConfig(
         dir.path() + "/" + std::to_string(reps),
         "{name: auto, families: [fp16, topk], ratios: [0.01, 0.001], warmup_steps: 10, provisional_step: 0,"
-        " explore: 1, explore_steps: 2, small_bucket_kb: 1, screen_reps: " + std::to_string(reps) +
+        " explore: 1, explore_steps: 2, small_bucket_kb: 1, screen_window: 0, screen_reps: " + std::to_string(reps) +
             ", probe: {budget_seconds: 0.5}}",
         "train: {max_steps: 10, eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30, bucket_mb: 0.1}\n");
     train(cfg);
@@ -894,6 +899,51 @@ TEST_F(ControllerTrainTest, ScreeningReplaysErrorFeedbackCodecsToTheirSteadyStat
     EXPECT_GT(vnmse[8].at(key), vnmse[2].at(key)) << key;  // here 0.87 against 0.79 at 1%, 0.966 against 0.958 at 0.1%
   }
   EXPECT_EQ(vnmse[8].at("fp16@engine"), vnmse[2].at("fp16@engine"));
+}
+
+TEST_F(ControllerTrainTest, ScreeningRunsErrorFeedbackCodecsOverTheLastGradientsOnceItHoldsTheWindow) {
+  // The same deterministic run up to its first decision at step 10 (no
+  // provisional step, so it screens afresh, on 11 steps' gradients), four
+  // ways. screen_window 4: the window's 4 gradients twice over, whatever
+  // screen_reps says; 0, and 16 (more than it holds): screen_reps replays of
+  // the last gradient, the same statistics bit for bit. TopK 1%'s must
+  // differ between the two (its residual built from other gradients); fp16,
+  // without error feedback, screens the last gradient alike in all four.
+  struct Way {
+    int64_t window, reps, gradients;  // gradients: the record's screen_gradients
+  };
+  const std::map<std::string, Way> ways = {
+      {"replays", {0, 8, 1}}, {"short", {16, 8, 1}}, {"window", {4, 8, 4}}, {"window_reps2", {4, 2, 4}}};
+  std::map<std::string, std::map<std::string, double>> vnmse;  // per way, per plan
+  for (const auto& [name, way] : ways) {
+    const auto cfg = gradzip::testing::mlpConfig(
+        dir.path() + "/" + name,
+        "{name: auto, families: [fp16, topk], ratios: [0.01], warmup_steps: 10, provisional_step: 0,"
+        " explore: 1, explore_steps: 2, screen_window: " + std::to_string(way.window) +
+            ", screen_reps: " + std::to_string(way.reps) + ", probe: {budget_seconds: 0.5}}",
+        "train: {max_steps: 10, eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30}\n");
+    train(cfg);
+    int decisions = 0;
+    for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
+      if (r["event"] != "decision") continue;
+      ++decisions;
+      EXPECT_EQ(r["screen_gradients"], way.gradients) << name;
+      for (const auto& c : r["candidates"]) {
+        ASSERT_TRUE(c["ok"].get<bool>()) << c.dump();
+        vnmse[name][c["plan"].get<std::string>()] = c["vnmse"].get<double>();
+      }
+    }
+    ASSERT_EQ(decisions, 1) << name;
+  }
+  const std::string topk = "topk{ratio: 0.01}@allgather";
+  std::cout << topk << " screened vNMSE: " << vnmse["replays"].at(topk) << " (8 replays), " << vnmse["window"].at(topk)
+            << " (the last 4 gradients twice)\n";
+  EXPECT_EQ(vnmse["short"].at(topk), vnmse["replays"].at(topk));
+  EXPECT_EQ(vnmse["window_reps2"].at(topk), vnmse["window"].at(topk));
+  EXPECT_NE(vnmse["window"].at(topk), vnmse["replays"].at(topk));
+  for (const auto& [name, way] : ways) {
+    EXPECT_EQ(vnmse[name].at("fp16@engine"), vnmse["replays"].at("fp16@engine")) << name;
+  }
 }
 
 TEST_F(ControllerTrainTest, MeasuresAdamsStatisticsInItsUpdateGeometry) {
