@@ -50,6 +50,25 @@ std::vector<nlohmann::json> jsonLines(const std::string& path) {
   return out;
 }
 
+// A run's decision records, and the screened vNMSE of every candidate of
+// the last one (each must have screened).
+struct Screenings {
+  std::vector<nlohmann::json> decisions;
+  std::map<std::string, double> vnmse;  // by plan key
+};
+Screenings screenings(const std::string& runDir) {
+  Screenings out;
+  for (const auto& r : jsonLines(runDir + "/decisions.jsonl")) {
+    if (r["event"] != "decision") continue;
+    out.decisions.push_back(r);
+    for (const auto& c : r["candidates"]) {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+      out.vnmse[c["plan"].get<std::string>()] = c["vnmse"].get<double>();
+    }
+  }
+  return out;
+}
+
 trainer::TrainConfig config(const std::string& outDir, const std::string& compress, int64_t steps,
                             const std::string& optim = "{name: sgd, lr: 0.05, momentum: 0.9}") {
   return gradzip::testing::mlpConfig(outDir, compress,
@@ -875,19 +894,13 @@ TEST_F(ControllerTrainTest, ScreeningReplaysErrorFeedbackCodecsToTheirSteadyStat
             ", probe: {budget_seconds: 0.5}}",
         "train: {max_steps: 10, eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30, bucket_mb: 0.1}\n");
     train(cfg);
-    int decisions = 0;
-    for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
-      if (r["event"] != "decision") continue;
-      ++decisions;
-      ASSERT_EQ(r["buckets"].size(), 2u) << r["buckets"].dump();
-      EXPECT_NE(r["buckets"][0], r["buckets"][1]);
-      EXPECT_EQ(r["screen_reps"], reps);
-      for (const auto& c : r["candidates"]) {
-        ASSERT_TRUE(c["ok"].get<bool>()) << c.dump();
-        vnmse[reps][c["plan"].get<std::string>()] = c["vnmse"].get<double>();
-      }
-    }
-    ASSERT_EQ(decisions, 1);
+    const auto s = screenings(cfg.runDir());
+    ASSERT_EQ(s.decisions.size(), 1u);
+    const auto& r = s.decisions[0];
+    ASSERT_EQ(r["buckets"].size(), 2u) << r["buckets"].dump();
+    EXPECT_NE(r["buckets"][0], r["buckets"][1]);
+    EXPECT_EQ(r["screen_reps"], reps);
+    vnmse[reps] = s.vnmse;
     for (const std::string ratio : {"0.01", "0.001"}) {
       const std::string topk = "topk{ratio: " + ratio + "}@";
       EXPECT_EQ(vnmse[reps].at(topk + "allgather"), vnmse[reps].at(topk + "engine"));
@@ -923,17 +936,10 @@ TEST_F(ControllerTrainTest, ScreeningRunsErrorFeedbackCodecsOverTheLastGradients
             ", screen_reps: " + std::to_string(way.reps) + ", probe: {budget_seconds: 0.5}}",
         "train: {max_steps: 10, eval_every: 10, eval_batches: 2}\ncomm: {timeout_s: 30}\n");
     train(cfg);
-    int decisions = 0;
-    for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
-      if (r["event"] != "decision") continue;
-      ++decisions;
-      EXPECT_EQ(r["screen_gradients"], way.gradients) << name;
-      for (const auto& c : r["candidates"]) {
-        ASSERT_TRUE(c["ok"].get<bool>()) << c.dump();
-        vnmse[name][c["plan"].get<std::string>()] = c["vnmse"].get<double>();
-      }
-    }
-    ASSERT_EQ(decisions, 1) << name;
+    const auto s = screenings(cfg.runDir());
+    ASSERT_EQ(s.decisions.size(), 1u) << name;
+    EXPECT_EQ(s.decisions[0]["screen_gradients"], way.gradients) << name;
+    vnmse[name] = s.vnmse;
   }
   const std::string topk = "topk{ratio: 0.01}@allgather";
   std::cout << topk << " screened vNMSE: " << vnmse["replays"].at(topk) << " (8 replays), " << vnmse["window"].at(topk)
