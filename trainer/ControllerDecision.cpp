@@ -78,8 +78,9 @@ namespace {
 // VGG sizes, and covers every ResNet-20 bucket.
 constexpr int64_t kSteadyStateCoordinates = int64_t(1) << 20;
 // The most rank 0 keeps for screen_window's gradients: 8 of the 2^20
-// coordinates above take 32 MiB; a first bucket larger than that (VGG-11's
-// 25 MB buckets) gets fewer, and below two the window is off.
+// coordinates above take 32 MiB; a window of first buckets larger than
+// that holds fewer (8 gradients of a 64 MB bucket: 4), and below two it is
+// off.
 constexpr int64_t kScreenWindowBytes = int64_t(256) << 20;
 }  // namespace
 
