@@ -128,19 +128,19 @@ struct ControllerOptions {
   // 0.73, 0.67); the last 8 gradients twice 0.47-0.49/0.77 and 0.68-0.70,
   // and TopK 1.1%/0.4%/0.1% and TopKC 0.5-bit within 0.03 of the run as
   // replays are. Once (W8) it reads those 0.06-0.10 low (TopK 1.1%: 0.80).
-  // Off by default: it did not change what the runs took where it mattered.
-  // On schedule_c1 (seeds 1-6, 11-29, interleaved with the same binary at
-  // 0) it made TopK 3.3% the predicted knee of all six step-121 decisions
-  // at 20 Mbit/s (at 0: TopKC b=2 in all six), but TopKC b=2, explored
-  // against that prediction, measured −2% to +4.4% of its time and won on
-  // ef_rate (0.12-0.26 against 0.25-0.49): TopKC b=2 ran in all six, as at
-  // 0. At 5 Mbit/s two runs went to TopK 1.1% and needed 300 and 350 steps
-  // to 0.83 (at 0: 250 and 330). 1.027x the time at 0 on the means
-  // (0.93-1.16x), 1.04x the steps, and a fresh screening took 0.25-0.27 s
-  // instead of 0.12-0.15 (experiments/results/controller_ablation.md,
-  // "Screening over the last 8 gradients"). The estimate is the closer one,
-  // but ef_rate's k was fitted on replays. It costs
-  // 2·screen_window − screen_reps more codec calls per error-feedback
+  // Off by default: no gain. On schedule_c1 (seeds 1-12, 11-29, interleaved
+  // with the same binary at 0) it made TopK 3.3% the predicted knee of all
+  // twelve step-121 decisions at 20 Mbit/s (at 0: TopKC b=2 in all), but in
+  // nine TopKC b=2, explored against that prediction, measured −2% to +5%
+  // of its time and won on ef_rate (0.11-0.26 against 0.25-0.55); the three
+  // runs on TopK 3.3% needed 310-330 steps to 0.83 against topk33's
+  // 270-310. At 5 Mbit/s three runs went to TopK 1.1%. 1.034x the time at
+  // 0 on the means (0.98-1.09x), 1.03x the steps, 2.05 s charged against
+  // 0.99 s: a fresh screening took 0.24-0.27 s instead of 0.12-0.16, and
+  // the step-121 decision explored more (experiments/results/
+  // controller_ablation.md, "Screening over the last 8 gradients"). The
+  // estimate is the closer one, but ef_rate's k was fitted on replays. It
+  // costs 2·screen_window − screen_reps more codec calls per error-feedback
   // configuration at those screenings, and rank 0 copies those buckets'
   // gradients each step. The window is not checkpointed: a resumed run
   // replays until it holds screen_window gradients again, so its decisions
