@@ -49,6 +49,21 @@ def t975(df):
     return T975[max(k for k in T975 if k <= df)]  # the next lower df's quantile: a slightly wider interval
 
 
+def tta_rows(run_dir, tool="paired_tta"):
+    """The rows of run_dir/tta.jsonl in order; a missing file or a line that is
+    not JSON ends the program with a message naming `tool`, the file and line."""
+    path = os.path.join(run_dir, "tta.jsonl")
+    if not os.path.exists(path):
+        raise SystemExit(f"{tool}: {path}: no such file (is {run_dir} a gradzip run directory?)")
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{tool}: {path}:{n}: not JSON ({e})")
+            yield row
+
+
 def time_to(run_dir, target, metric, key="train_seconds", smooth=0.0):
     """Training seconds (or `key`, e.g. "step") at the first evaluation whose metric reaches target, or None.
 
@@ -56,24 +71,16 @@ def time_to(run_dir, target, metric, key="train_seconds", smooth=0.0):
     `smooth` epochs (those with epoch > this one's − smooth, this one included),
     the rolling average the end-to-end-utility paper applies to its TTA curves
     (§3, over 0.3 epochs for BERT-large)."""
-    path = os.path.join(run_dir, "tta.jsonl")
-    if not os.path.exists(path):
-        raise SystemExit(f"paired_tta: {path}: no such file (is {run_dir} a gradzip run directory?)")
     window = []  # (epoch, value) of the evaluations inside the trailing window
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"paired_tta: {path}:{n}: not JSON ({e})")
-            value = row.get("metrics", {}).get(metric)
-            if value is None:
-                continue
-            if smooth > 0:
-                window = [(e, v) for e, v in window if e > row["epoch"] - smooth] + [(row["epoch"], value)]
-                value = statistics.fmean(v for _, v in window)
-            if value >= target:
-                return row[key]
+    for row in tta_rows(run_dir):
+        value = row.get("metrics", {}).get(metric)
+        if value is None:
+            continue
+        if smooth > 0:
+            window = [(e, v) for e, v in window if e > row["epoch"] - smooth] + [(row["epoch"], value)]
+            value = statistics.fmean(v for _, v in window)
+        if value >= target:
+            return row[key]
     return None
 
 

@@ -15,31 +15,26 @@ Each directory is a suite run directory holding one subdirectory per arm.
 Offline analysis of logged runs; not a test.
 """
 import argparse
-import json
 import os
 import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paired_tta import tta_rows  # noqa: E402
 
 
 def phase_seconds(run_dir, bounds):
     """Per phase (len(bounds) + 1 of them), seconds per step, or None where no interval starts."""
-    path = os.path.join(run_dir, "tta.jsonl")
-    if not os.path.exists(path):
-        raise SystemExit(f"phase_steps: {path}: no such file (is {run_dir} a gradzip run directory?)")
     seconds = [0.0] * (len(bounds) + 1)
     steps = [0] * (len(bounds) + 1)
     prev_step, prev_seconds = 0, 0.0
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"phase_steps: {path}:{n}: not JSON ({e})")
-            step, t = row["step"], row["train_seconds"]
-            if step > prev_step:
-                phase = sum(1 for b in bounds if prev_step >= b)
-                seconds[phase] += t - prev_seconds
-                steps[phase] += step - prev_step
-            prev_step, prev_seconds = step, t
+    for row in tta_rows(run_dir, "phase_steps"):
+        step, t = row["step"], row["train_seconds"]
+        if step > prev_step:
+            phase = sum(1 for b in bounds if prev_step >= b)
+            seconds[phase] += t - prev_seconds
+            steps[phase] += step - prev_step
+        prev_step, prev_seconds = step, t
     return [s / k if k else None for s, k in zip(seconds, steps)]
 
 
