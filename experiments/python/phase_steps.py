@@ -96,5 +96,6 @@ def main():
                 f"{min(f)}-{max(l)}" if f else "-" for f, l in zip(firsts, lasts)) + ")"
         print(f"  {arm}: " + "  ".join(medians) + spans)
 
+
 if __name__ == "__main__":
     main()
