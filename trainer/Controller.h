@@ -236,6 +236,10 @@ class Controller {
   // provisional rewind undoes): copies its local gradients of the
   // steadyStateBuckets() into window_, dropping the oldest beyond the cap.
   void keepGradient();
+  // The gradients window_ holds when full: screen_window, fewer where that
+  // many would pass kScreenWindowBytes, 0 (off) below two. screenCodec runs
+  // on the window once it is full.
+  size_t windowCapacity() const;
   // Rank 0: screenCodec() of every compressor configuration (its collectives
   // share encode/decode), with predicted step base + the part of its
   // encode/decode and α-β communication that the buckets' pipeline behind

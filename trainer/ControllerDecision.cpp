@@ -96,16 +96,21 @@ std::vector<int> Controller::steadyStateBuckets() const {
   return out;
 }
 
+size_t Controller::windowCapacity() const {
+  if (opts_.screenWindow < 2) return 0;
+  int64_t bytes = 0;  // one gradient of the steadyStateBuckets(), float32 as GradSync's flat buckets
+  for (int k : steadyStateBuckets()) bytes += sync_.bucketNumel(k) * int64_t(sizeof(float));
+  const int64_t cap = std::min<int64_t>(opts_.screenWindow, kScreenWindowBytes / std::max<int64_t>(1, bytes));
+  return cap >= 2 ? size_t(cap) : 0;
+}
+
 void Controller::keepGradient() {
-  if (comm_.rank() != 0 || opts_.screenWindow < 2) return;
+  if (comm_.rank() != 0) return;
+  const size_t cap = windowCapacity();
+  if (cap == 0) return;
   const auto buckets = steadyStateBuckets();
-  int64_t bytes = 0;
-  for (int k : buckets) {
+  for (int k : buckets)
     if (!sync_.lastInput(k).defined()) return;
-    bytes += sync_.lastInput(k).nbytes();
-  }
-  const size_t cap = size_t(std::min<int64_t>(opts_.screenWindow, kScreenWindowBytes / std::max<int64_t>(1, bytes)));
-  if (cap < 2) return;
   std::vector<at::Tensor> slot;
   if (window_.size() >= cap) {  // reuse the oldest's storage
     slot = std::move(window_.front());
@@ -125,7 +130,8 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
   // An error-feedback codec's sequence: the window's gradients twice over
   // once it holds screen_window of them, else screen_reps replays of the last.
   const auto steady = steadyStateBuckets();
-  const size_t distinct = opts_.screenWindow >= 2 && window_.size() >= size_t(opts_.screenWindow) ? window_.size() : 1;
+  const size_t cap = windowCapacity();
+  const size_t distinct = cap > 0 && window_.size() >= cap ? window_.size() : 1;
   const int64_t calls = distinct > 1 ? 2 * int64_t(distinct) : std::max<int64_t>(2, opts_.screenReps);
   try {
     for (int k : large_) {

@@ -115,7 +115,9 @@ struct ControllerOptions {
   int64_t screenReps = 8;
   // Distinct gradients that screen an error-feedback codec once rank 0 holds
   // that many (0: never; the last screen_window steps' local gradients of
-  // the buckets screening runs on, at most kScreenWindowBytes; none from
+  // the buckets screening runs on; fewer where screen_window of them would
+  // pass kScreenWindowBytes, 256 MiB, which decision records show as their
+  // `screen_gradients`; none from
   // exploration or undone steps): the codec runs over them in order twice,
   // and its statistics are those of the last call, on the newest gradient.
   // Before that (the provisional step, and the first decision that reuses

@@ -119,8 +119,11 @@ def main():
     ap.add_argument("--t0", type=int, nargs="+", default=[140, 200, 260],
                     help="steps whose gradient is screened (at least 75: W16 needs 15 before it)")
     args = ap.parse_args()
-    torch.set_num_threads(2)
     first = 60
+    for t0 in args.t0:  # W16 and C8x2 look 15 gradients back from t0
+        if not first + 15 <= t0 <= args.steps:
+            raise SystemExit(f"ef_steady_state: --t0 {t0}: must be in [{first + 15}, --steps {args.steps}]")
+    torch.set_num_threads(2)
     g = gradients(args.steps, first)
     d = g.shape[1]
     comps = {"TopK 10%": topk(0.1, d), "TopK 3.3%": topk(0.033, d), "TopK 1.1%": topk(0.011, d), "TopK 0.4%": topk(0.004, d),
