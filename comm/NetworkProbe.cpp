@@ -206,4 +206,35 @@ ProbeResult probeNetwork(Communicator& comm, const ProbeOptions& opts) {
 
 NetworkParams probe(Communicator& comm, const ProbeOptions& opts) { return probeNetwork(comm, opts).params; }
 
+double probeLatency(Communicator& comm, const ProbeOptions& opts) {
+  GZ_CHECK(comm.size() >= 2, "the latency probe needs at least 2 ranks, this group has {}", comm.size());
+  GZ_CHECK(opts.maxRepeats >= 1, "the latency probe needs max_repeats >= 1, got {}", opts.maxRepeats);
+  const auto start = Clock::now();
+  const int lastPeer = opts.allPeers ? comm.size() - 1 : 1;
+  double alpha = 0.0;
+  if (comm.rank() == 0) {
+    std::vector<double> alphas;
+    at::Tensor buf = at::zeros({kLatencyProbeBytes}, at::kByte);
+    at::Tensor back = at::empty({kLatencyProbeBytes}, at::kByte);
+    for (int peer = 1; peer <= lastPeer; ++peer) {
+      const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(opts.budgetSeconds / lastPeer));
+      if (opts.warmup > 0) pingPong(comm, peer, buf, back, opts.warmup, deadline);
+      std::vector<double> rtt = pingPong(comm, peer, buf, back, opts.maxRepeats, deadline);
+      alphas.push_back(0.5 * median(rtt));
+      comm.send(at::tensor({int64_t{0}, int64_t{0}}, at::kLong), peer, kCtrlTag).wait();  // ends its echo loop
+    }
+    alpha = median(alphas);
+  } else if (comm.rank() <= lastPeer) {
+    echoLoop(comm);
+  }
+  at::Tensor p = at::tensor({alpha}, at::kDouble);
+  comm.broadcast(p, 0).wait();
+  alpha = p[0].item<double>();
+  if (comm.rank() == 0)
+    spdlog::info("probe: alpha {:.1f} us from {}-byte round trips in {:.3f} s", alpha * 1e6, kLatencyProbeBytes,
+                 secondsSince(start));
+  return alpha;
+}
+
 }  // namespace gradzip::comm

@@ -57,4 +57,19 @@ ProbeResult probeNetwork(Communicator& comm, const ProbeOptions& opts = {});
 // probeNetwork(...).params.
 NetworkParams probe(Communicator& comm, const ProbeOptions& opts = {});
 
+// α alone, for a caller that has β from elsewhere (a network decision's
+// running-plan collectives): the median half round trip of
+// kLatencyProbeBytes-byte messages between rank 0 and peer 1 (with allPeers,
+// the median over the peers), opts.warmup untimed and up to opts.maxRepeats
+// timed round trips within opts.budgetSeconds. One size instead of a fit of
+// two: on a token-bucket shaped link the two sizes' transfers are
+// rate-limited once the bucket is empty, which took 0.31 s at 5 Mbit/s
+// (1 and 4 KB, schedule_c1's step-238 decisions) to find α; an 8-byte
+// message passes in a few bytes' time at any rate, so its half round trip is
+// the latency term itself (a slight overestimate by that transfer).
+// Collective (every rank calls it with the same options); size() >= 2
+// (UserError otherwise); the result is identical on every rank.
+inline constexpr int64_t kLatencyProbeBytes = 8;
+double probeLatency(Communicator& comm, const ProbeOptions& opts = {});
+
 }  // namespace gradzip::comm

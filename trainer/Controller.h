@@ -75,7 +75,7 @@
 // network_drift (or of the step time against the one measured for the chosen
 // plan when it was chosen: trigger "step_time"; at once when each of the
 // last 3 steps shows both, with β from those steps' collectives) refits α and β (comm/LinkFitter.h over the observations since
-// the drift began when they identify both, else α from a short probe and β from
+// the drift began when they identify both, else α from 8-byte round trips and β from
 // the running plan's collectives, or a full probe when those give none) and
 // re-decides.
 // While the running plan is latency-bound, its collectives cannot show the

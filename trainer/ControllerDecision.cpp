@@ -437,18 +437,21 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       if (adoptObservedBeta(opts_.networkDrift))
         rec["refit"] = "least squares for α; β from the running plan's latest collectives (slower than the fit)";
     } else {
-      // α from a short probe of small messages, β from the running plan's
-      // collectives since the change (observedBeta: the median of those
-      // well above their latency term). A token-bucket shaper lets a probe's
-      // messages through at line rate up to its burst, so the collectives
-      // are the better measure of β anyway; the full probe (up to
-      // budget_seconds, 4 s: 3-4 s of each network decision on schedule_c1
-      // at 20 and 5 Mbit/s) only where they give none.
-      net_ = comm::probe(comm_, quickProbe(opts_.probe));
+      // α from the round trips of a tiny message (comm::probeLatency), β
+      // from the running plan's collectives since the change (observedBeta:
+      // the median of those well above their latency term). A token-bucket
+      // shaper lets a probe's messages through at line rate up to its burst,
+      // so the collectives are the better measure of β anyway; the full
+      // probe (up to budget_seconds, 4 s: 3-4 s of each network decision on
+      // schedule_c1 at 20 and 5 Mbit/s) only where they give none. Until
+      // 11-29 α came from a fit of 1 and 4 KB round trips (quickProbe), which
+      // the shaper rate-limits once its bucket is empty: 0.31 s of every
+      // step-238 decision at 5 Mbit/s on schedule_c1, 0.08 s at 20 Mbit/s.
+      net_.alpha = comm::probeLatency(comm_, quickProbe(opts_.probe));
       const double observed = observedBetaOfRanks();
       if (std::isfinite(observed)) {
         net_.beta = observed;
-        rec["refit"] = "short probe for α; β from the observed collectives";
+        rec["refit"] = "latency probe for α; β from the observed collectives";
       } else {
         net_ = comm::probe(comm_, opts_.probe);
         const double probed = net_.beta;

@@ -1,6 +1,6 @@
 // Helpers shared by the two halves of the controller (trainer/Controller.cpp,
 // trainer/ControllerDecision.cpp): wall-clock timing, the β estimate from
-// observed collectives, the α-only probe, and the statistics record of the
+// observed collectives, the short probes, and the statistics record of the
 // decision log. Internal to trainer/.
 #pragma once
 
@@ -58,8 +58,9 @@ constexpr int64_t kStartBetaSteps = 2;
 constexpr double kSparseSoundSeconds = 0.05;
 constexpr int kSparseSoundings = 2;
 
-// The α-only probe of start() and of a network decision: two small sizes
-// (~10 round trips even at 50 ms of latency), at most 0.5 s.
+// The short probes of start() (α and a burst-optimistic β from two small
+// sizes, ~10 round trips each even at 50 ms of latency) and of a network
+// decision (α alone, comm::probeLatency): at most 0.5 s.
 inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
   o.sizes = {1 << 10, 4 << 10};
   o.budgetSeconds = std::min(0.5, o.budgetSeconds);

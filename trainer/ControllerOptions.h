@@ -311,7 +311,8 @@ struct ControllerOptions {
   Plan initial;                   // fp16@engine: the baseline until the first decision
   std::optional<Plan> pin;        // pinned mode: run this plan, measure and log what auto would pick
   // The full α-β probe, where the collectives give no β (start-up, network
-  // decisions); its budget also bounds the α-only probe (1 and 4 KB, 0.5 s).
+  // decisions); its budget also bounds the short probes (start: 1 and 4 KB;
+  // a network decision's α: 8-byte round trips; 0.5 s).
   comm::ProbeOptions probe;
 
   KneeScale kneeScale() const { return knee == "minmax" ? KneeScale::MinMax : KneeScale::Relative; }

@@ -59,7 +59,41 @@ TEST(NetworkProbe, AllPeersAgreeOnThreeRanks) {
 }
 
 TEST(NetworkProbe, OneRankIsAUserError) {
-  testing::runRanks(1, [](Communicator& c) { EXPECT_THROW(probe(c), UserError); });
+  testing::runRanks(1, [](Communicator& c) {
+    EXPECT_THROW(probe(c), UserError);
+    EXPECT_THROW(probeLatency(c), UserError);
+  });
+}
+
+// probeLatency reads the latency term: with a 3 ms delay injected before
+// every send, a half round trip is one delayed message, so α lies in
+// [3 ms, 3 ms + loopback and scheduling slack] (2 ms of slack: a loopback
+// round trip of 8 bytes takes ~0.1 ms; the bound fails if the probe halves
+// the wrong thing or times the warm-up's connection set-up). Every rank
+// holds rank 0's number, and the budget bounds the time (0.3 s of 6 ms
+// round trips: ~50, not max_repeats' 10000).
+TEST(NetworkProbe, LatencyProbeReadsTheInjectedDelayWithinItsBudget) {
+  ProbeOptions o;
+  o.maxRepeats = 10000;
+  o.budgetSeconds = 0.3;
+  std::mutex mu;
+  std::vector<double> alpha(3, NAN), seconds(3, NAN);
+  testing::runRanks(3, [&](Communicator& c) {
+    c.setSendDelay(std::chrono::milliseconds(3));
+    const auto t0 = std::chrono::steady_clock::now();
+    const double a = probeLatency(c, o);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> lock(mu);
+    alpha[c.rank()] = a;
+    seconds[c.rank()] = s;
+  });
+  EXPECT_GE(alpha[0], 3e-3);
+  EXPECT_LE(alpha[0], 5e-3);
+  EXPECT_EQ(alpha[1], alpha[0]);  // broadcast: bit-identical
+  EXPECT_EQ(alpha[2], alpha[0]);  // rank 2 takes no part in the round trips (allPeers off) but gets the result
+  // The budget plus the last batch started before it (at most as many round
+  // trips as came before it) and the broadcast.
+  EXPECT_LT(seconds[0], 2 * o.budgetSeconds + 0.1);
 }
 
 TEST(AlphaBetaFit, RecoversExactLineAndRingCoefficients) {
