@@ -66,6 +66,31 @@ void echoLoop(Communicator& c) {
   }
 }
 
+// The roles every probe shares: rank 0 runs perPeer(peer, budget) against
+// peers 1 .. last (every rank with allPeers, else rank 1) one after another,
+// each with an equal share of opts.budgetSeconds, and then ends that peer's
+// echo loop (bytes = 0); those peers echo; the other ranks wait for the
+// broadcast that follows (broadcastFromRankZero).
+template <class PerPeer>
+void fromRankZeroToPeers(Communicator& c, const ProbeOptions& o, PerPeer perPeer) {
+  const int last = o.allPeers ? c.size() - 1 : 1;
+  if (c.rank() == 0) {
+    for (int peer = 1; peer <= last; ++peer) {
+      perPeer(peer, o.budgetSeconds / last);
+      c.send(at::tensor({int64_t{0}, int64_t{0}}, at::kLong), peer, kCtrlTag).wait();
+    }
+  } else if (c.rank() <= last) {
+    echoLoop(c);
+  }
+}
+
+// Rank 0 decides; every rank returns its numbers, bit for bit.
+std::vector<double> broadcastFromRankZero(Communicator& c, const std::vector<double>& values) {
+  at::Tensor t = at::tensor(values, at::kDouble);
+  c.broadcast(t, 0).wait();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
 // Rank 0's measurement against one peer within `budget` seconds.
 ProbeResult probePeer(Communicator& c, int peer, const ProbeOptions& o, double budget) {
   ProbeResult res;
@@ -113,8 +138,6 @@ ProbeResult probePeer(Communicator& c, int peer, const ProbeOptions& o, double b
     spdlog::debug("probe: peer {} size {} B: median half round trip {:.1f} us (min {:.1f}) over {} repeats", peer, m,
                   half * 1e6, 1e6 * *std::min_element(rtt.begin(), rtt.end()), repeats);
   }
-  // Ends the peer's echo loop.
-  c.send(at::tensor({int64_t{0}, int64_t{0}}, at::kLong), peer, kCtrlTag).wait();
   auto f = fitAlphaBeta(pts, weights);
   GZ_ASSERT(f.has_value(), "probe measured {} sizes but the fit is not identifiable", pts.size());
   res.params = *f;
@@ -175,27 +198,19 @@ ProbeResult probeNetwork(Communicator& comm, const ProbeOptions& opts) {
     GZ_CHECK(opts.sizes[i] >= 1 && (i == 0 || opts.sizes[i] > opts.sizes[i - 1]),
              "the network probe's message sizes must be positive and strictly increasing");
   const auto start = Clock::now();
-  const int lastPeer = opts.allPeers ? comm.size() - 1 : 1;
   ProbeResult res;
-  if (comm.rank() == 0) {
-    std::vector<double> alphas;
-    double beta = 0.0;
-    for (int peer = 1; peer <= lastPeer; ++peer) {
-      ProbeResult r = probePeer(comm, peer, opts, opts.budgetSeconds / lastPeer);
-      alphas.push_back(r.params.alpha);
-      beta = std::max(beta, r.params.beta);
-      res.sizes = std::move(r.sizes);
-      res.medianSeconds = std::move(r.medianSeconds);
-      res.repeats = std::move(r.repeats);
-    }
-    res.params = {median(alphas), beta};
-  } else if (comm.rank() <= lastPeer) {
-    echoLoop(comm);
-  }
-  // Rank 0 decides; everyone holds the same numbers.
-  at::Tensor p = at::tensor({res.params.alpha, res.params.beta}, at::kDouble);
-  comm.broadcast(p, 0).wait();
-  res.params = {p[0].item<double>(), p[1].item<double>()};
+  std::vector<double> alphas;
+  double beta = 0.0;
+  fromRankZeroToPeers(comm, opts, [&](int peer, double budget) {
+    ProbeResult r = probePeer(comm, peer, opts, budget);
+    alphas.push_back(r.params.alpha);
+    beta = std::max(beta, r.params.beta);
+    res.sizes = std::move(r.sizes);
+    res.medianSeconds = std::move(r.medianSeconds);
+    res.repeats = std::move(r.repeats);
+  });
+  const auto p = broadcastFromRankZero(comm, {alphas.empty() ? 0.0 : median(alphas), beta});
+  res.params = {p[0], p[1]};
   res.probeSeconds = secondsSince(start);
   if (comm.rank() == 0)
     spdlog::info("probe: alpha {:.1f} us, beta {:.4g} s/B ({:.1f} Mbit/s) from {} sizes in {:.2f} s",
@@ -210,27 +225,16 @@ double probeLatency(Communicator& comm, const ProbeOptions& opts) {
   GZ_CHECK(comm.size() >= 2, "the latency probe needs at least 2 ranks, this group has {}", comm.size());
   GZ_CHECK(opts.maxRepeats >= 1, "the latency probe needs max_repeats >= 1, got {}", opts.maxRepeats);
   const auto start = Clock::now();
-  const int lastPeer = opts.allPeers ? comm.size() - 1 : 1;
-  double alpha = 0.0;
-  if (comm.rank() == 0) {
-    std::vector<double> alphas;
-    at::Tensor buf = at::zeros({kLatencyProbeBytes}, at::kByte);
-    at::Tensor back = at::empty({kLatencyProbeBytes}, at::kByte);
-    for (int peer = 1; peer <= lastPeer; ++peer) {
-      const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(opts.budgetSeconds / lastPeer));
-      if (opts.warmup > 0) pingPong(comm, peer, buf, back, opts.warmup, deadline);
-      std::vector<double> rtt = pingPong(comm, peer, buf, back, opts.maxRepeats, deadline);
-      alphas.push_back(0.5 * median(rtt));
-      comm.send(at::tensor({int64_t{0}, int64_t{0}}, at::kLong), peer, kCtrlTag).wait();  // ends its echo loop
-    }
-    alpha = median(alphas);
-  } else if (comm.rank() <= lastPeer) {
-    echoLoop(comm);
-  }
-  at::Tensor p = at::tensor({alpha}, at::kDouble);
-  comm.broadcast(p, 0).wait();
-  alpha = p[0].item<double>();
+  std::vector<double> alphas;
+  at::Tensor buf = at::zeros({kLatencyProbeBytes}, at::kByte);
+  at::Tensor back = at::empty({kLatencyProbeBytes}, at::kByte);
+  fromRankZeroToPeers(comm, opts, [&](int peer, double budget) {
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget));
+    if (opts.warmup > 0) pingPong(comm, peer, buf, back, opts.warmup, deadline);
+    alphas.push_back(0.5 * median(pingPong(comm, peer, buf, back, opts.maxRepeats, deadline)));
+  });
+  const double alpha = broadcastFromRankZero(comm, {alphas.empty() ? 0.0 : median(alphas)})[0];
   if (comm.rank() == 0)
     spdlog::info("probe: alpha {:.1f} us from {}-byte round trips in {:.3f} s", alpha * 1e6, kLatencyProbeBytes,
                  secondsSince(start));

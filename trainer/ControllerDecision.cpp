@@ -446,7 +446,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       // schedule_c1 at 20 and 5 Mbit/s) only where they give none. Until
       // 11-29 α came from a fit of 1 and 4 KB round trips (quickProbe), which
       // the shaper rate-limits once its bucket is empty: 0.31 s of every
-      // step-238 decision at 5 Mbit/s on schedule_c1, 0.08 s at 20 Mbit/s.
+      // step-238 decision at 5 Mbit/s on schedule_c1, 0.08-0.13 s at 20 Mbit/s.
       net_.alpha = comm::probeLatency(comm_, quickProbe(opts_.probe));
       const double observed = observedBetaOfRanks();
       if (std::isfinite(observed)) {

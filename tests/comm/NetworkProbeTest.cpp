@@ -68,8 +68,8 @@ TEST(NetworkProbe, OneRankIsAUserError) {
 // probeLatency reads the latency term: with a 3 ms delay injected before
 // every send, a half round trip is one delayed message, so α lies in
 // [3 ms, 3 ms + loopback and scheduling slack] (2 ms of slack: a loopback
-// round trip of 8 bytes takes ~0.1 ms; the bound fails if the probe halves
-// the wrong thing or times the warm-up's connection set-up). Every rank
+// round trip of 8 bytes takes ~0.1 ms; a whole round trip, 6 ms, fails the
+// upper bound, and a probe that skipped the delay the lower one). Every rank
 // holds rank 0's number, and the budget bounds the time (0.3 s of 6 ms
 // round trips: ~50, not max_repeats' 10000).
 TEST(NetworkProbe, LatencyProbeReadsTheInjectedDelayWithinItsBudget) {
