@@ -51,8 +51,13 @@ constexpr double kSevere = 0.30;
 // (from the change at step ~117-119) until the median-based decision at
 // 125. The ratio keeps a host's hiccup out: three unshaped fp16 steps
 // 0.235 s long instead of 0.16, their collectives no slower, called a
-// decision without it (schedule_c1 seed 1).
-constexpr size_t kSharpSteps = 3;
+// decision without it (schedule_c1 seed 1). 2, not 3: each step of the wait
+// is a step of the old plan on the slow link; on schedule_c1 seeds 1-12
+// (interleaved with 3 and topk33, experiments/results/controller_ablation.md,
+// "Two sharp steps") 2 reached 0.83 in 0.92x the time of 3 (most of it a
+// change of path: 0.96x the steps), and in 24 runs of 2 one decision on an
+// unchanged link was sharp (after the target; it kept its plan, 0.03 s).
+constexpr size_t kSharpSteps = 2;
 // Steps between refreshes of the measuring geometry (refreshGeometry): a
 // per-tensor pass over Adam's v̂, which moves slowly, so not every check.
 constexpr int64_t kGeometryEvery = 5;
@@ -542,9 +547,18 @@ void Controller::sendVerdict(int64_t step) {
     else if (changeSince_ < 0) changeSince_ = step;
     const bool settled = changed && (step - changeSince_ >= kPersist || severe_ || sharp_);
     const int64_t elapsed = step - lastDecision_;
+    // A severe or sharp slowdown after a decision that measured its
+    // references (it kept or explored the plan that runs) is the link's, not
+    // the model's, and does not wait out network_interval: on schedule_c1 a
+    // step-time decision at step 114, on the unshaped link, kept fp16, and
+    // the change at 117 waited to step 145, fp16 running 28 steps at 20
+    // Mbit/s (~0.23 s each over TopKC b=2's). After a predicted knee (whose
+    // references carry the model's error) or a false alarm (backoff > 1) it
+    // waits as every change does.
+    const bool prompt = (severe_ || sharp_) && measuredRefs_ && networkBackoff_ == 1;
     if (soundTriggered_ && elapsed >= opts_.networkInterval)
       reason = kSounding;  // confirmed by two soundings: no settling, no backoff
-    else if (settled && elapsed >= opts_.networkInterval * networkBackoff_) {
+    else if (settled && (prompt || elapsed >= opts_.networkInterval * networkBackoff_)) {
       reason = netTriggered_ ? kNetwork : kStepTime;
       // Before the medians have moved, β comes from the sharp steps alone.
       if (sharp_ && !severe_ && step - changeSince_ < kPersist) betaSteps = int64_t(kSharpSteps);

@@ -74,7 +74,7 @@
 // with the model's prediction every step, and a drift of their ratio beyond
 // network_drift (or of the step time against the one measured for the chosen
 // plan when it was chosen: trigger "step_time"; at once when each of the
-// last 3 steps shows both, with β from those steps' collectives) refits α and β (comm/LinkFitter.h over the observations since
+// last 2 steps shows both, with β from those steps' collectives) refits α and β (comm/LinkFitter.h over the observations since
 // the drift began when they identify both, else α from 8-byte round trips and β from
 // the running plan's collectives, or a full probe when those give none) and
 // re-decides.
@@ -355,6 +355,10 @@ class Controller {
   bool drifting_ = false;  // the network detector has seen drift since the last decision
   int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started
   int64_t networkBackoff_ = 1;  // network_interval multiplier after false alarms (decide)
+  // rank 0: the last decision's trigger references are the running plan's
+  // measured steps (it kept or explored the plan), not a prediction (decide).
+  // Not checkpointed: a resumed run takes them for predictions.
+  bool measuredRefs_ = false;
   bool decided_ = false;
   bool betaPending_ = false;    // β not measured yet since start() (settleBeta)
   // sparse_start_above: the steps before the provisional step run

@@ -673,6 +673,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // steps) and, at a network decision, the predicted knee's point.
   int64_t chosen = -2;  // -2: keep the current plan
   double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
+  bool measuredRefs = false;        // measured, not predicted (the predicted knee's)
   const double currentStep = steps_.empty() ? INFINITY : latest(steps_);
   if (comm_.rank() == 0) {
     auto cj = statsJson(recentStats_);
@@ -733,12 +734,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         syncRef = std::max(0.0, s.predicted - meanCompute(recent_));
       }
       stepRef = pts[k].time;
+      measuredRefs = k <= own;
       if (opts_.pin) {
         // Pinned, the pin runs on whatever the knee: the references are its
         // own latest steps, and no follow-up compares another plan's
         // prediction with them.
         stepRef = currentStep;
         syncRef = syncs_.empty() ? 0.0 : latest(syncs_);
+        measuredRefs = true;
       } else {
         followup_.step = step;
         followup_.explored = stepRef;
@@ -761,6 +764,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     syncRef_ = syncRef;
     stepArmed_ = true;
   }
+  measuredRefs_ = measuredRefs && std::isfinite(stepRef) && stepRef > 0;
   // A network trigger whose refit found the bandwidth within network_drift
   // was a false alarm (noise on short steps, a loaded host): the next network
   // trigger waits twice as long, up to min_interval. A real change resets the

@@ -414,13 +414,13 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // far over kSevere (30%) of the 0.5 s the step-5 decision measured, and
   // every send is held back 20 ms, so the collectives (well under 1 ms on
   // loopback) are over 1.6x (1 + 2·network_drift) their reference in each
-  // step. Checked every step, the third
-  // slow step (20) calls a step-time decision at once, before the medians of
+  // step. Checked every step, the second
+  // slow step (19) calls a step-time decision at once, before the medians of
   // the last 9 steps have moved (without this rule it came at step 25); the
-  // verdict travels during step 21 and that check acts on it (the pipelined
-  // check), with β from the last 3 steps' collectives alone ("beta_steps": 3).
+  // verdict travels during step 20 and that check acts on it (the pipelined
+  // check), with β from the last 2 steps' collectives alone ("beta_steps": 2).
   // The decision at step 5 screened every candidate afresh; the network-type
-  // decision at step 21 reuses those screenings (encode/decode seconds, bits and
+  // decision at step 20 reuses those screenings (encode/decode seconds, bits and
   // statistics equal, bit for bit): they are within min_interval (200).
   // The running plan's measured step there is that of the 3 slow steps.
   gradzip::testing::TempDir dir;
@@ -430,11 +430,11 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   const auto& second = d[1];
   EXPECT_EQ(first["step"], 5) << first.dump();
   EXPECT_FALSE(first.contains("screening")) << first.dump();
-  EXPECT_EQ(second["step"], 21) << second.dump();
+  EXPECT_EQ(second["step"], 20) << second.dump();
   EXPECT_EQ(second["trigger"], "step_time") << second.dump();
-  EXPECT_EQ(second["beta_steps"], 3) << second.dump();
+  EXPECT_EQ(second["beta_steps"], 2) << second.dump();
   EXPECT_EQ(second["screening"], "reused from the decision at step 5") << second.dump();
-  // The running plan's own step, should it stay: its 3 slow steps, not the
+  // The running plan's own step, should it stay: its 2 slow steps, not the
   // median of 9 that straddle the change (0.5 s).
   EXPECT_DOUBLE_EQ(second["current"]["measured_step"].get<double>(), 5.0) << second.dump();
   ASSERT_EQ(first["candidates"].size(), second["candidates"].size());
@@ -449,12 +449,12 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
 }
 
 TEST(ControllerExplore, ScreeningsOlderThanMinIntervalAreNotReused) {
-  // The same slowdown with min_interval 10: the screenings of step 5 are 16
-  // steps old at the step-21 decision, so it screens every candidate afresh.
+  // The same slowdown with min_interval 10: the screenings of step 5 are 15
+  // steps old at the step-20 decision, so it screens every candidate afresh.
   gradzip::testing::TempDir dir;
   const auto d = sharpSlowdown(dir.path(), ", min_interval: 10", std::chrono::milliseconds(20));
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[1]["step"], 21) << d[1].dump();
+  EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
   EXPECT_FALSE(d[1].contains("screening")) << d[1].dump();
 }
 
@@ -471,4 +471,20 @@ TEST(ControllerExplore, ASlowerStepWhoseCollectivesAreNotSlowerIsNotSharp) {
   ASSERT_EQ(d.size(), 2u);
   EXPECT_GE(d[1]["step"], 22) << d[1].dump();
   EXPECT_FALSE(d[1].contains("beta_steps")) << d[1].dump();
+}
+
+TEST(ControllerExplore, ASharpSlowdownAfterADecisionThatMeasuredItsPlanDoesNotWaitOutNetworkInterval) {
+  // The sharp slowdown of the first test at the default network_interval
+  // (30 steps): the step-5 decision kept or explored the plan it runs, so its
+  // references are measured steps, and the slowdown from step 18 is acted on
+  // at step 20, 15 steps after it (without the rule: at step 36, once
+  // network_interval had passed and the medians had moved).
+  gradzip::testing::TempDir dir;
+  decide(dir.path(), kRingOnly + "check_every: 1, explore_min_steps: 2", {{"fp16", 5.0}, {"bf16", 5.0}},
+         "[fp16, bf16]", 12, std::chrono::milliseconds(20), "[ring]");
+  const auto d = decisions(dir.path());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0]["chosen"], "fp16@ring") << d[0].dump();  // kept: its own steps are the references
+  EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
+  EXPECT_EQ(d[1]["beta_steps"], 2) << d[1].dump();
 }
