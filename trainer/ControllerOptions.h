@@ -268,7 +268,7 @@ struct ControllerOptions {
   // one: a link that changed is acted on soon (the change must still persist
   // 5 steps), while gain drift, which moves slowly, waits min_interval. A
   // severe or sharp slowdown after a decision that measured its references
-  // does not wait (Controller::afterStep).
+  // does not wait (Controller::sendVerdict).
   int64_t networkInterval = 30;
   double gainDrift = 0.10;        // relative change of the smoothed gain that re-decides (paper: 10%)
   // Which plans a gain-triggered decision may move to: "family", the running

@@ -422,7 +422,7 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // The decision at step 5 screened every candidate afresh; the network-type
   // decision at step 20 reuses those screenings (encode/decode seconds, bits and
   // statistics equal, bit for bit): they are within min_interval (200).
-  // The running plan's measured step there is that of the 3 slow steps.
+  // The running plan's measured step there is that of the 2 slow steps.
   gradzip::testing::TempDir dir;
   const auto d = sharpSlowdown(dir.path(), "", std::chrono::milliseconds(20));
   ASSERT_EQ(d.size(), 2u);
