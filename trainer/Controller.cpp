@@ -55,7 +55,7 @@ constexpr double kSevere = 0.30;
 // is a step of the old plan on the slow link; on schedule_c1 seeds 1-12
 // (interleaved with 3 and topk33, experiments/results/controller_ablation.md,
 // "Two sharp steps, and prompt slowdowns ...") 2 reached 0.83 in 0.92x the time of 3 (most of it a
-// change of path: 0.96x the steps), and in 24 runs of 2 one decision on an
+// change of path: 0.96x the steps), and in 36 runs of 2 one decision on an
 // unchanged link was sharp (after the target; it kept its plan, 0.03 s).
 constexpr size_t kSharpSteps = 2;
 // Steps between refreshes of the measuring geometry (refreshGeometry): a

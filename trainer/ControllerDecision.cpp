@@ -746,7 +746,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
         followup_.step = step;
         followup_.explored = stepRef;
       }
-      rec["references"] = {{"step", stepRef}, {"sync", syncRef}};
+      rec["references"] = {{"step", stepRef}, {"sync", syncRef}, {"measured", measuredRefs}};
     }
   }
   chosen = broadcastInt(chosen);

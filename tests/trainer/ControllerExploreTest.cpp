@@ -351,6 +351,7 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
     EXPECT_EQ(d.contains("kept"), keep) << d.dump();
     if (keep) {
       EXPECT_EQ(d["chosen"], d["current"]["plan"]) << d.dump();
+      EXPECT_EQ(d["references"]["measured"], true) << d.dump();  // its own steps
       EXPECT_TRUE(d["explored"].empty()) << d.dump();
       EXPECT_TRUE(e.calls.empty()) << d.dump();
       EXPECT_EQ(e.restores, 0);
@@ -362,6 +363,7 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
     if (d.contains("adopted")) {
       EXPECT_FALSE(anyChallenger) << d.dump();
       EXPECT_EQ(d["chosen"], d["candidates"][knee]["plan"]) << d.dump();
+      EXPECT_EQ(d["references"]["measured"], false) << d.dump();  // its prediction
       EXPECT_TRUE(d["explored"].empty()) << d.dump();
       EXPECT_TRUE(e.calls.empty()) << d.dump();
       EXPECT_EQ(e.restores, 0);
@@ -387,6 +389,9 @@ TEST(ControllerExplore, ANetworkDecisionExploresOnlyWhatCouldReplaceThePredicted
     bool known = d["chosen"] == d["candidates"][knee]["plan"];
     for (const auto& x : d["explored"]) known = known || d["chosen"] == x["plan"];
     EXPECT_TRUE(known) << d.dump();
+    // An explored plan's references are its explored steps; the predicted
+    // knee's its prediction (and a slowdown after it waits network_interval).
+    EXPECT_EQ(d["references"]["measured"], d["chosen"] != d["candidates"][knee]["plan"]) << d.dump();
   }
 }
 
@@ -485,6 +490,7 @@ TEST(ControllerExplore, ASharpSlowdownAfterADecisionThatMeasuredItsPlanDoesNotWa
   const auto d = decisions(dir.path());
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0]["chosen"], "fp16@ring") << d[0].dump();  // kept: its own steps are the references
+  EXPECT_EQ(d[0]["references"]["measured"], true) << d[0].dump();
   EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
   EXPECT_EQ(d[1]["beta_steps"], 2) << d[1].dump();
 }
