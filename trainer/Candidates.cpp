@@ -24,8 +24,8 @@ std::vector<std::string> optionGrid(const std::string& family, const ControllerO
   } else if (family == "thc") {
     for (auto b : o.thcBits) grid.push_back(fmt::format("{{deployment: ps, bits: {}}}", b));
     // The all-reduce form with partial rotation (end-to-end utility §3.2.2).
-    for (auto b : o.thcBits)
-      if (b <= 4) grid.push_back(fmt::format("{{deployment: allreduce, bits: {}, rotation_block_log2: 10}}", b));
+    for (auto b : o.thcAllReduceBits)
+      grid.push_back(fmt::format("{{deployment: allreduce, bits: {}, rotation_block_log2: 10}}", b));
   } else if (family == "powersgd") {
     for (auto k : o.powersgdRanks) grid.push_back(fmt::format("{{rank: {}}}", k));
   } else {

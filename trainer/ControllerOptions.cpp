@@ -43,6 +43,10 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.thcBits = r.getIntList("thc_bits", o.thcBits);
   for (auto b : o.thcBits)
     if (b < 1 || b > 8) r.fail("thc_bits", fmt::format("THC bits must be in [1, 8], got {}", b));
+  o.thcAllReduceBits = r.getIntList("thc_allreduce_bits", o.thcAllReduceBits);
+  for (auto b : o.thcAllReduceBits)
+    if (b < 2 || b > 8)
+      r.fail("thc_allreduce_bits", fmt::format("THC all-reduce bits must be in [2, 8] (signed codes), got {}", b));
   o.powersgdRanks = r.getIntList("powersgd_ranks", o.powersgdRanks);
   for (auto k : o.powersgdRanks)
     if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
@@ -94,6 +98,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["ratios"] = ratios;
   n["topkc_bits"] = topkcBits;
   n["thc_bits"] = thcBits;
+  n["thc_allreduce_bits"] = thcAllReduceBits;
   n["powersgd_ranks"] = powersgdRanks;
   n["time_weight"] = timeWeight;
   n["knee"] = knee;

@@ -47,7 +47,17 @@ struct ControllerOptions {
   std::vector<std::string> collectives;  // empty: every collective a compressor supports
   std::vector<double> ratios = {0.1, 0.033, 0.011, 0.004, 0.001};  // topk `ratio`, artopk `cr` (paper)
   std::vector<double> topkcBits = {0.5, 2, 8};                     // HotNets Fig. 1 budgets
-  std::vector<int64_t> thcBits = {2, 4, 8};                        // ps form; <= 4 also as the all-reduce form
+  std::vector<int64_t> thcBits = {2, 4, 8};  // the parameter-server form (THC paper Alg. 1-3)
+  // The all-reduce form with partial rotation (end-to-end-utility paper
+  // §3.2.2; b = q, saturating). 4 alone: at b = q = 2 the paper measured
+  // BERT's TTA below FP16's (§3.2.3, Table 8), and here the 2-bit form, whose
+  // single-worker screening sees neither the ranks' shared range nor the
+  // saturating sum, was explored at 20 Mbit/s in 7 of 12 `schedule_c1` runs
+  // (0.41-0.49 s each; it measured a vNMSE of 0.76-0.94 against 0.73-0.77
+  // screened and a step 3-17% slower than predicted) and never taken
+  // (experiments/results/controller_ablation.md, "THC all-reduce at 4 bits
+  // alone"). `thc_allreduce_bits: [2, 4]` brings it back.
+  std::vector<int64_t> thcAllReduceBits = {4};
   // PowerSGD ranks. Not 1: on `schedule_c1` (12 seeds, 11-29) the six runs
   // whose knee took rank 1 at 20 or 5 Mbit/s (a predicted step 12-32%
   // shorter than TopKC b=2's) needed 1.14x topk33's steps to 0.83, the six that

@@ -182,6 +182,10 @@ TEST(Candidates, EveryCandidateIsAllowedByItsCompressor) {
   // configurations than plans (THC 4-bit all-reduce runs over ring, ps, ...).
   EXPECT_LT(perCodec.size(), cands.size());
   EXPECT_GE(perCodec.at("thc{deployment: allreduce, bits: 4, rotation_block_log2: 10}"), 2);
+  // The all-reduce form at 4 bits alone (ControllerOptions::thcAllReduceBits);
+  // the parameter-server form at 2, 4 and 8.
+  EXPECT_EQ(perCodec.count("thc{deployment: allreduce, bits: 2, rotation_block_log2: 10}"), 0u);
+  EXPECT_EQ(perCodec.count("thc{deployment: ps, bits: 2}"), 1u);
   // The paper's TopK ratios: topk all-gathers (and accepts "engine"); artopk
   // has STAR and VAR over ring, tree, engine and ps.
   EXPECT_EQ(perFamily["topk"], 5 * 2);
@@ -267,6 +271,20 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->screenWindow, 0);
   EXPECT_EQ(parse("{name: auto, screen_window: 8}").controller->screenWindow, 8);
   EXPECT_EQ(parse("{name: auto, screen_window: 16}").controller->screenWindow, 16);
+  // thc_allreduce_bits sets the all-reduce form's grid apart from thc_bits.
+  const auto arKey = [](int bits) {
+    return fmt::format("thc{{deployment: allreduce, bits: {}, rotation_block_log2: 10}}", bits);
+  };
+  auto codecs = [](const trainer::ControllerOptions& o) {
+    std::set<std::string> keys;
+    for (const auto& c : trainer::makeCandidates(o)) keys.insert(c.plan.codecKey());
+    return keys;
+  };
+  EXPECT_EQ(codecs(*cfg.controller).count(arKey(2)), 0u);
+  const auto both = codecs(*parse("{name: auto, thc_allreduce_bits: [2, 4], thc_bits: [4]}").controller);
+  EXPECT_EQ(both.count(arKey(2)), 1u);
+  EXPECT_EQ(both.count(arKey(4)), 1u);
+  EXPECT_EQ(both.count("thc{deployment: ps, bits: 2}"), 0u);
   // The effective config round-trips through YAML.
   YAML::Emitter e;
   e << cfg.toYaml();
@@ -288,6 +306,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, geometry: adam}", "compress.geometry");
   expectError("{name: auto, ef_rate_scale: 2}", "compress.ef_rate_scale");
   expectError("{name: auto, screen_reps: 1}", "compress.screen_reps");
+  expectError("{name: auto, thc_allreduce_bits: [1]}", "compress.thc_allreduce_bits");
+  expectError("{name: auto, thc_bits: [9]}", "compress.thc_bits");
   expectError("{name: auto, screen_window: 1}", "compress.screen_window");
   expectError("{name: auto, screen_window: -2}", "compress.screen_window");
   expectError("{name: auto, gain_scope: everything}", "compress.gain_scope");
