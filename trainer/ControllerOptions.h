@@ -50,7 +50,7 @@ struct ControllerOptions {
   std::vector<int64_t> thcBits = {2, 4, 8};  // the parameter-server form (THC paper Alg. 1-3)
   // The all-reduce form with partial rotation (end-to-end-utility paper
   // §3.2.2; b = q, saturating). 4 alone: at b = q = 2 the paper measured
-  // BERT's TTA below FP16's (§3.2.3, Table 8), and here the 2-bit form, whose
+  // BERT's TTA below FP16's (§3.2.3, Figure 2), and here the 2-bit form, whose
   // single-worker screening sees neither the ranks' shared range nor the
   // saturating sum, was explored at 20 Mbit/s in 7 of 12 `schedule_c1` runs
   // (0.41-0.49 s each; it measured a vNMSE of 0.76-0.94 against 0.73-0.77
