@@ -53,8 +53,9 @@ struct ControllerOptions {
   // BERT's TTA below FP16's (§3.2.3, Figure 2), and here the 2-bit form, whose
   // single-worker screening sees neither the ranks' shared range nor the
   // saturating sum, was explored at 20 Mbit/s in 7 of 12 `schedule_c1` runs
-  // (0.41-0.49 s each; it measured a vNMSE of 0.76-0.94 against 0.69-0.75
-  // screened and a step −3% to +17% of the predicted one) and never taken
+  // (0.41-0.49 s where it was explored alone; it measured a vNMSE of
+  // 0.76-0.94 against 0.69-0.75 screened and a step −3% to +17% of the
+  // predicted one) and never taken
   // (experiments/results/controller_ablation.md, "THC all-reduce at 4 bits
   // alone"). `thc_allreduce_bits: [2, 4]` brings it back.
   std::vector<int64_t> thcAllReduceBits = {4};
