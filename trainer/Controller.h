@@ -95,6 +95,7 @@
 #include "trainer/GradientNoise.h"
 #include "trainer/GradSync.h"
 #include "trainer/OverlapModel.h"
+#include "trainer/WorkAhead.h"
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/serialize/archive.h>
@@ -255,6 +256,13 @@ class Controller {
   std::vector<Objectives> screenAll(double base, const OverlapTimings& timing, std::vector<Screened>& screened,
                                     nlohmann::json& rec,
                                     std::map<std::string, Screened>& byCodec, const std::string& onlyCompressor = "");
+  // Rank 0: starts screenCodec() of every compressor configuration that
+  // screenAll(byCodec, onlyCompressor) will need and byCodec lacks, on
+  // `background` threads (WorkAhead; 0: none until screenAll), so that it
+  // runs while this thread waits on the network. screenAll takes it over:
+  // it works too, waits, and adds the results to byCodec. The
+  // configurations' options are deep copies (yaml-cpp nodes share memory).
+  void screenAhead(const std::map<std::string, Screened>& byCodec, const std::string& onlyCompressor, int background);
   // Collective, once, kStartBetaSteps steps after start(): β from those
   // steps' collectives, the fastest over them and over ranks (the first
   // steps carry start-up waits, and a slow outlier in two samples would be
@@ -430,6 +438,15 @@ class Controller {
   torch::Tensor verdict_;
   comm::Work verdictWork_;
   bool verdictPending_ = false;
+  // Rank 0: the screening screenAhead started, which screenAll finishes.
+  // Last, so that it is destroyed (its threads joined) before the state
+  // they read.
+  struct Screening {
+    std::vector<Plan> plans;        // one per compressor configuration
+    std::vector<Screened> results;  // results[i]: plans[i]'s screenCodec()
+    std::unique_ptr<WorkAhead> work;
+  };
+  std::unique_ptr<Screening> screening_;
 };
 
 }  // namespace gradzip::trainer

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <span>
 
 namespace gradzip::trainer {
@@ -197,6 +198,18 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
   rec["overlap"] = {{"backward_end", overlap.backwardEnd}, {"handover", overlap.handover},
                     {"overhead", overlap.overhead},         {"busy", overlap.busy},
                     {"large", overlap.large}};
+  // The codecs byCodec lacks, on screen_threads workers: those screenAhead
+  // started, with this thread joining them, or all of them from here.
+  if (!screening_)
+    screenAhead(byCodec, onlyCompressor, int(opts_.screenThreads) - 1);
+  else  // started with one background thread
+    screening_->work->addWorkers(int(opts_.screenThreads) - 2);
+  screening_->work->finish();
+  for (size_t i = 0; i < screening_->plans.size(); ++i)
+    byCodec.emplace(screening_->plans[i].codecKey(), std::move(screening_->results[i]));
+  rec["screen_threads"] = opts_.screenThreads;
+  rec["codecs_screened"] = screening_->plans.size();
+  screening_.reset();
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const Plan& plan = candidates_[i].plan;
     if (!onlyCompressor.empty() && plan.compressor != onlyCompressor) {
@@ -248,6 +261,24 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
   return pts;
 }
 
+void Controller::screenAhead(const std::map<std::string, Screened>& byCodec, const std::string& onlyCompressor,
+                             int background) {
+  auto s = std::make_unique<Screening>();
+  std::set<std::string> keys;
+  for (const auto& c : candidates_) {
+    if (!onlyCompressor.empty() && c.plan.compressor != onlyCompressor) continue;
+    const auto key = c.plan.codecKey();
+    if (byCodec.count(key) || !keys.insert(key).second) continue;
+    s->plans.push_back(c.plan);
+    s->plans.back().options = YAML::Clone(c.plan.options);
+  }
+  s->results.resize(s->plans.size());
+  Screening* raw = s.get();
+  s->work = std::make_unique<WorkAhead>(raw->plans.size(), background,
+                                        [this, raw](size_t i) { raw->results[i] = screenCodec(raw->plans[i]); });
+  screening_ = std::move(s);
+}
+
 size_t Controller::indexOf(const Plan& plan) const {
   return size_t(std::find_if(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.plan == plan; }) -
                 candidates_.begin());
@@ -258,11 +289,13 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
   provisionalDone_ = true;
   nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}, {"measured_on", active_.key()}};
   int64_t chosen = -1;
+  // What afterStep's screenAhead finished while β was measured.
+  if (screening_) rec["screened_during_beta"] = screening_->work->done();
   if (betaPending_) settleBeta(step);
   if (comm_.rank() == 0) {
     // The base from this step alone: the steps before it carry start-up costs.
     std::vector<Screened> screened;
-    provisionalScreens_.clear();
+    if (!screening_) provisionalScreens_.clear();
     OverlapTimings timing;  // this step's alone, as the base
     addTimings(timing);
     const auto pts = screenAll(baseStep({&m, 1}), timing, screened, rec, provisionalScreens_);

@@ -57,6 +57,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.efRateScale = r.getDouble("ef_rate_scale", o.efRateScale, 0.0, 1.0);
   o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
   o.screenReps = r.getInt("screen_reps", o.screenReps, 2, 1000);
+  o.screenThreads = r.getInt("screen_threads", o.screenThreads, 1, 64);
   o.screenWindow = r.getInt("screen_window", o.screenWindow, 0, 1000);
   if (o.screenWindow == 1) r.fail("screen_window", "one gradient is what screen_reps replays: use 0 (replays only) or at least 2");
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
@@ -107,6 +108,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["ef_rate_scale"] = efRateScale;
   n["geometry"] = geometry;
   n["screen_reps"] = screenReps;
+  n["screen_threads"] = screenThreads;
   n["screen_window"] = screenWindow;
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;

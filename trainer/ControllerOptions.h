@@ -14,6 +14,7 @@
 //     stat: ef_rate                     # statistical cost (default: ef_rate under SGD, vnmse under AdamW)
 //     screen_reps: 8                    # replays of the gradient that screen an error-feedback codec
 //     screen_window: 0                  # 8: once there are that many, the last 8 steps' gradients, twice over
+//     screen_threads: 2                 # threads rank 0 screens the codecs on (1: its decision thread alone)
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     provisional_rewind: true          # and undo those 2 fp16 steps (they measured)
 //     sparse_start_above: 0.1           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
@@ -124,6 +125,15 @@ struct ControllerOptions {
   // (experiments/python/ef_steady_state.py, rerun 11-28). It costs
   // screen_reps − 2 more encode+decode calls per error-feedback configuration.
   int64_t screenReps = 8;
+  // Threads rank 0 screens the codecs on (trainer/WorkAhead.h): each
+  // configuration runs whole on one of them, so the statistics are the same
+  // bit for bit whatever the count, and its encode/decode seconds are
+  // one thread's. The other ranks wait for rank 0's decision, so on a host
+  // shared with them the cores they leave idle take the extra threads. At
+  // the provisional step one of them starts while β is measured (the sparse
+  // start's soundings wait on the link). 1: the decision's thread alone,
+  // after β, as before 2026-11-29.
+  int64_t screenThreads = 2;
   // Distinct gradients that screen an error-feedback codec once rank 0 holds
   // that many (0: never; the last screen_window steps' local gradients of
   // the buckets screening runs on; fewer where screen_window of them would

@@ -306,6 +306,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, geometry: adam}", "compress.geometry");
   expectError("{name: auto, ef_rate_scale: 2}", "compress.ef_rate_scale");
   expectError("{name: auto, screen_reps: 1}", "compress.screen_reps");
+  expectError("{name: auto, screen_threads: 0}", "compress.screen_threads");
   expectError("{name: auto, thc_allreduce_bits: [1]}", "compress.thc_allreduce_bits");
   expectError("{name: auto, thc_bits: [9]}", "compress.thc_bits");
   expectError("{name: auto, screen_window: 1}", "compress.screen_window");
@@ -535,6 +536,54 @@ TEST_F(ControllerTrainTest, ASparseStartMeasuresOnTheSparsePlanAndRewindsToTheCh
         chosenStates += sync.try_read("bucket" + std::to_string(k) + "/" + chosen, state);
       }
       EXPECT_GE(chosenStates, 1) << "rank " << rank;
+    }
+  }
+}
+
+TEST_F(ControllerTrainTest, ScreeningOnMoreThreadsAndDuringTheSoundingsReadsTheSame) {
+  // The same deterministic sparse start three times, screening on 1, 2 and
+  // 3 threads (screen_threads). With 2 or more, rank 0 starts the screening
+  // on a thread of its own before the sparse start's soundings at step 2
+  // (the record says how many codecs it finished while they ran); with 1 it
+  // screens after them. Each codec runs whole on one thread, on the same
+  // gradient: every candidate's screened vNMSE, gain and wire bits must be
+  // the same bit for bit, over codecs with error feedback (TopK, TopKC,
+  // PowerSGD), with shared-seed rotations (THC), and with tables (CNat).
+  std::map<int64_t, nlohmann::json> provisional;  // per screen_threads
+  for (const int64_t threads : {1, 2, 3}) {
+    const auto cfg = config(dir.path() + "/t" + std::to_string(threads),
+                            "{name: auto, families: [fp16, topk, topkc, thc, powersgd, cnat, artopk], ratios: [0.01],"
+                            " topkc_bits: [2, 8], thc_bits: [4], powersgd_ranks: [2], warmup_steps: 10,"
+                            " sparse_start_above: 0, probe: {budget_seconds: 0.5}, screen_threads: " +
+                                std::to_string(threads) + "}",
+                            4);
+    train(cfg);
+    for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl"))
+      if (r["event"] == "provisional") provisional[threads] = r;
+    const auto& p = provisional[threads];
+    ASSERT_FALSE(p.is_null()) << threads;
+    EXPECT_EQ(p["screen_threads"], threads);
+    EXPECT_GE(p["codecs_screened"].get<int64_t>(), 10);
+    // The screening started before the soundings exactly when there are
+    // threads to spare; none of it is left to do after them but what it had
+    // not finished.
+    EXPECT_EQ(p.contains("screened_during_beta"), threads >= 2) << p.dump();
+    if (threads >= 2) {
+      EXPECT_LE(p["screened_during_beta"].get<int64_t>(), p["codecs_screened"].get<int64_t>());
+    }
+  }
+  const auto& one = provisional[1]["candidates"];
+  for (const int64_t threads : {2, 3}) {
+    const auto& other = provisional[threads]["candidates"];
+    ASSERT_EQ(other.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      SCOPED_TRACE(one[i]["plan"].get<std::string>() + " on " + std::to_string(threads) + " threads");
+      ASSERT_EQ(other[i]["plan"], one[i]["plan"]);
+      ASSERT_TRUE(one[i]["ok"].get<bool>());
+      ASSERT_TRUE(other[i]["ok"].get<bool>());
+      EXPECT_EQ(other[i]["vnmse"].get<double>(), one[i]["vnmse"].get<double>());
+      EXPECT_EQ(other[i]["gain"].get<double>(), one[i]["gain"].get<double>());
+      EXPECT_EQ(other[i]["bits"].get<double>(), one[i]["bits"].get<double>());
     }
   }
 }
