@@ -253,6 +253,7 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
                   .dump()
            << "\n";
   planLog_.flush();
+  planSteps_ = 0;
   resetMeasurements();
 }
 
@@ -340,6 +341,7 @@ void Controller::settleBeta(int64_t step) {
 
 void Controller::observe(const StepMeasure& m) {
   ++observedSteps_;
+  ++planSteps_;
   CompressionStats stats;
   double observed = 0, predicted = 0;
   for (size_t i = 0; i < large_.size(); ++i) {

@@ -362,6 +362,9 @@ class Controller {
   bool netTriggered_ = false, gainTriggered_ = false;
   bool drifting_ = false;  // the network detector has seen drift since the last decision
   int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started
+  // Steps observed on the active plan since applyPlan (not reset by the
+  // decisions that keep it, nor checkpointed: a resumed run counts afresh).
+  int64_t planSteps_ = 0;
   int64_t networkBackoff_ = 1;  // network_interval multiplier after false alarms (decide)
   // rank 0: the last decision's trigger references are the running plan's
   // measured steps (it kept or explored the plan), not a prediction (decide).

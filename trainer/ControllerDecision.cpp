@@ -526,9 +526,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // must replace; infinite when it is re-measured.
   Objectives current{INFINITY, INFINITY};
   // Rank 0: each candidate's screened statistical cost. A plan explored for a
-  // few steps, or running since the last decision, has not built its
-  // error-feedback residual up yet: its cost is the larger of what it measured
-  // and this (screenCodec's steady-state replay).
+  // few steps, or running for fewer than min_interval steps, has not built
+  // its error-feedback residual up yet: its cost is the larger of what it
+  // measured and this (screenCodec's steady-state replay).
   std::vector<double> floor(candidates_.size(), 0.0);
   double activeFloor = 0;  // the running plan's
   // A network decision's knee of the predicted front, which stands for itself
@@ -574,7 +574,17 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
     // The running plan among the candidates (candidates_.size() if not: pinned to another plan).
     const size_t self = indexOf(active_);
-    if (self < candidates_.size()) activeFloor = floor[self];
+    // A plan that has run min_interval steps (the horizon over which its
+    // statistics stand without a gain decision) has built its residual up:
+    // what it measured since the last decision is its steady state, and the
+    // replays of one gradient overstate that of the denser sparsifiers
+    // (TopK 3.3% on ResNet-20: 0.82-0.84 screened, 0.72-0.77 running; in
+    // ef_rate 1.02 against 0.26 at step 211 of a 20 Mbit/s run, which then
+    // took TopK 10%, 30% slower a step; controller_ablation.md, "Screening
+    // on two threads ...").
+    const bool settled = planSteps_ >= opts_.minInterval;
+    if (self < candidates_.size() && !settled) activeFloor = floor[self];
+    rec["current_settled"] = settled;
     // A gain-triggered decision follows the gain (Pareto.h followGain): after
     // a fall only plans that compress less than the running one are
     // explored, after a rise only plans that compress more. Without it the
@@ -711,7 +721,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   if (comm_.rank() == 0) {
     auto cj = statsJson(recentStats_);
     rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
-                      {"gain", cj["gain"]}, {"steps", recent_.size()}};
+                      {"gain", cj["gain"]}, {"steps", recent_.size()}, {"steps_on_plan", planSteps_},
+                      {"cost", statCost(recentStats_, active_, activeFloor)}};
     std::vector<Objectives> pts;
     auto& ex = rec["explored"] = nlohmann::json::array();
     for (size_t i = 0; i < exploreList.size(); ++i) {

@@ -25,6 +25,17 @@ predicted step of THC 4-bit all-reduce over TopKC b=2's and TopKC b=2's
 screened vNMSE (where both were screened): the k at which a decision
 changes plan.
 
+With --floors it prices the explored candidates and the running plan as the
+controller does: the larger of what they measured and their screened cost
+(their residual may not have built up). With --settled N as well, the running
+plan's screened floor is dropped once it has run N steps since it was applied
+(the run's rank0/plans.jsonl says when; trainer/ControllerDecision.cpp: the
+controller's min_interval, 200, since 2026-11-29); a network decision that
+re-measures the link (its record holds a `predicted_knee`) leaves the running
+plan out, as the controller does.
+
+  python3 experiments/python/replay_knee.py --floors --settled 200 runs/*/auto*/decisions.jsonl
+
 With --followups it prints instead the cost model's error on the plans the
 decisions chose: |measured/predicted - 1| of every `followup` record
 (median, p75, p90, mean signed), over all logs and per compressor, the
@@ -35,6 +46,7 @@ evidence behind `time_tolerance` (trainer/ControllerOptions.h).
 import argparse
 import json
 import math
+import os
 
 STAT_MARGIN = 0.01  # trainer/Pareto.h kFollowGainMargin, kneePoint's margin too
 
@@ -127,6 +139,9 @@ def main():
     ap.add_argument("--time-weight", type=float, default=0.85)
     ap.add_argument("--tolerance", type=float, default=0.04, help="time_tolerance (the controller's default 0.04; 0.05 in runs before 90a6569)")
     ap.add_argument("--followups", action="store_true", help="the cost model's error on the chosen plans instead")
+    ap.add_argument("--floors", action="store_true", help="price measured points at no less than their screened cost")
+    ap.add_argument("--settled", type=int, default=0,
+                    help="with --floors: drop the running plan's floor after this many steps on it (0: never)")
     a = ap.parse_args()
     if a.followups:
         errors = followup_errors(a.logs)
@@ -137,6 +152,8 @@ def main():
             print(json.dumps({plan: summary(errs)}))
         return
     for log in a.logs:
+        plans = os.path.join(os.path.dirname(log), "rank0", "plans.jsonl")
+        applied = [json.loads(x)["step"] for x in open(plans)] if a.settled and os.path.exists(plans) else []
         for line in open(log):
             d = json.loads(line)
             if d.get("event") not in ("decision", "provisional") or "candidates" not in d:
@@ -145,12 +162,17 @@ def main():
                 print(json.dumps(sweep(log, d, a.scale, a.stat, a.time_weight, a.tolerance)))
                 continue
             c = lambda r: cost(r["vnmse"], r["plan"], a.stat, a.scale[0])  # noqa: E731
+            screened = {r["plan"]: c(r) for r in d["candidates"] if r.get("ok")}
+            floor = lambda r: max(c(r), screened.get(r["plan"], 0.0)) if a.floors else c(r)  # noqa: E731
             predicted = knee([(r["predicted_step"], c(r), r["plan"]) for r in d["candidates"] if r.get("ok")],
                              a.time_weight, a.tolerance)
-            measured = [(r["measured_step"], c(r), r["plan"]) for r in d.get("explored", []) if r.get("ok")]
+            measured = [(r["measured_step"], floor(r), r["plan"]) for r in d.get("explored", []) if r.get("ok")]
             cur = d.get("current") or {}
-            if isinstance(cur.get("measured_step"), float) and isinstance(cur.get("vnmse"), float):
-                measured.append((cur["measured_step"], c(cur), cur["plan"]))
+            stale = a.floors and "predicted_knee" in d  # the controller leaves the running plan out
+            if isinstance(cur.get("measured_step"), float) and isinstance(cur.get("vnmse"), float) and not stale:
+                on_plan = d["step"] - max([s for s in applied if s < d["step"]] or [0])
+                own = c(cur) if applied and on_plan >= a.settled else floor(cur)
+                measured.append((cur["measured_step"], own, cur["plan"]))
             chosen = knee(measured, a.time_weight, a.tolerance)
             print(json.dumps({"log": log, "step": d["step"], "trigger": trigger(d),
                               "predicted_knee": predicted[2] if predicted else None,

@@ -902,10 +902,29 @@ TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
     train(cfg);
     int gainDecisions = 0, explored = 0;
     std::string decisions;  // step, trigger and choice of each, for the failure message
+    int floored = 0;  // decisions that priced the running plan at its screening
     for (const auto& r : jsonLines(cfg.runDir() + "/decisions.jsonl")) {
       if (r["event"] == "decision")
         decisions += r["step"].dump() + " " + r["trigger"].dump() + " " + r["chosen"].dump() + "; ";
-      if (r["event"] != "decision" || r["trigger"] != "gain") continue;
+      if (r["event"] != "decision") continue;
+      // The running plan's cost (stat: vnmse) is what it measured once it has
+      // run min_interval (10) steps, and before that at least its screened
+      // vNMSE (8 replays of the gradient: its residual's steady state).
+      const auto& cur = r["current"];
+      const bool settled = cur["steps_on_plan"].get<int64_t>() >= 10;
+      EXPECT_EQ(r["current_settled"].get<bool>(), settled) << r["step"];
+      double screenedOwn = NAN;
+      for (const auto& c : r["candidates"])
+        if (c["plan"] == cur["plan"] && c["ok"].get<bool>()) screenedOwn = c["vnmse"].get<double>();
+      if (settled) {
+        EXPECT_EQ(cur["cost"].get<double>(), cur["vnmse"].get<double>()) << r["step"];
+      } else {
+        ASSERT_TRUE(std::isfinite(screenedOwn)) << r["step"];
+        EXPECT_EQ(cur["cost"].get<double>(), std::max(cur["vnmse"].get<double>(), screenedOwn)) << r["step"];
+        floored += screenedOwn > cur["vnmse"].get<double>();
+      }
+      if (r["trigger"] != "gain") continue;
+      EXPECT_TRUE(settled) << r["step"];  // min_interval after the last decision
       ++gainDecisions;
       ASSERT_TRUE(r.contains("direction")) << r.dump();
       EXPECT_EQ(r["direction"]["scope"], scope);
@@ -937,6 +956,9 @@ TEST_F(ControllerTrainTest, GainDecisionsFollowTheGain) {
       }
     }
     EXPECT_GE(gainDecisions, 1) << scope << ": " << decisions;
+    // The step-5 decision, 5 steps into the run: TopK 1.1%'s residual has
+    // not built up, and its replays read the higher vNMSE.
+    EXPECT_GE(floored, 1) << scope << ": " << decisions;
     EXPECT_GE(explored, 1) << scope << ": " << decisions;
   }
   EXPECT_EQ(otherFamilies["family"], 0);
