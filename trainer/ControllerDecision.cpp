@@ -578,10 +578,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // statistics stand without a gain decision) has built its residual up:
     // what it measured since the last decision is its steady state, and the
     // replays of one gradient overstate that of the denser sparsifiers
-    // (TopK 3.3% on ResNet-20: 0.82-0.84 screened, 0.72-0.77 running; in
+    // (TopK 3.3% on ResNet-20: 0.83-0.84 screened, 0.72-0.77 running; in
     // ef_rate 1.02 against 0.26 at step 211 of a 20 Mbit/s run, which then
     // took TopK 10%, 30% slower a step; controller_ablation.md, "Screening
-    // on two threads ...").
+    // on two threads, during the soundings").
     const bool settled = planSteps_ >= opts_.minInterval;
     if (self < candidates_.size() && !settled) activeFloor = floor[self];
     rec["current_settled"] = settled;
