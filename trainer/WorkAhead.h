@@ -8,7 +8,9 @@
 // they wait for its decision (Controller::screenAll, `screen_threads`).
 // Each index runs exactly once, on whichever thread takes it, so results
 // written to slot i of a vector sized n do not depend on the thread count.
-// fn must not throw (an exception escaping it terminates the program).
+// An exception escaping fn stops the thread it ran on (the others go on with
+// the remaining indices) and is rethrown by finish() once every worker has
+// stopped; the destructor logs it instead.
 #pragma once
 
 #include <atomic>

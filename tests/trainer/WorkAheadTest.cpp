@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -74,6 +75,22 @@ TEST(WorkAhead, WorkersAddedLaterTakeWhatIsLeft) {
   ASSERT_EQ(secondRan.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   w.finish();
   EXPECT_EQ(count.load(), 3);
+}
+
+TEST(WorkAhead, AnExceptionReachesTheOwnerAfterTheOtherIndicesRan) {
+  for (const int background : {0, 2}) {
+    std::atomic<int> count{0};
+    WorkAhead w(20, background, [&](size_t i) {
+      if (i == 3) throw std::runtime_error("boom at 3");
+      count.fetch_add(1);
+    });
+    EXPECT_THROW(w.finish(), std::runtime_error) << background;
+    if (background > 0) {
+      EXPECT_EQ(count.load(), 19);  // the other workers took what the failed one left
+    }
+    w.finish();  // the rest when the owner was alone; nothing is rethrown twice
+    EXPECT_EQ(count.load(), 19) << background;
+  }
 }
 
 TEST(WorkAhead, DestructionFinishesTheWork) {
