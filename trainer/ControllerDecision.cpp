@@ -198,12 +198,10 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
   rec["overlap"] = {{"backward_end", overlap.backwardEnd}, {"handover", overlap.handover},
                     {"overhead", overlap.overhead},         {"busy", overlap.busy},
                     {"large", overlap.large}};
-  // The codecs byCodec lacks, on screen_threads workers: those screenAhead
-  // started, with this thread joining them, or all of them from here.
-  if (!screening_)
-    screenAhead(byCodec, onlyCompressor, int(opts_.screenThreads) - 1);
-  else  // started with one background thread
-    screening_->work->addWorkers(int(opts_.screenThreads) - 2);
+  // The codecs byCodec lacks, on screen_threads workers (this thread one of
+  // them): those screenAhead started, or all of them from here.
+  if (!screening_) screenAhead(byCodec, onlyCompressor, 0);
+  screening_->work->ensureWorkers(int(opts_.screenThreads) - 1);
   screening_->work->finish();
   for (size_t i = 0; i < screening_->plans.size(); ++i)
     byCodec.emplace(screening_->plans[i].codecKey(), std::move(screening_->results[i]));
@@ -216,8 +214,8 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
       cands.push_back({{"plan", plan.key()}, {"ok", false}, {"screened", false}});
       continue;
     }
-    auto it = byCodec.find(plan.codecKey());
-    if (it == byCodec.end()) it = byCodec.emplace(plan.codecKey(), screenCodec(plan)).first;
+    const auto it = byCodec.find(plan.codecKey());
+    GZ_ASSERT(it != byCodec.end(), "screenAll: {} was not screened", plan.key());
     auto& s = screened[i];
     s = it->second;
     if (s.ok) {

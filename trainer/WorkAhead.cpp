@@ -8,11 +8,11 @@
 namespace gradzip::trainer {
 
 WorkAhead::WorkAhead(size_t n, int background, std::function<void(size_t)> fn) : n_(n), fn_(std::move(fn)) {
-  addWorkers(background);
+  ensureWorkers(background);
 }
 
-void WorkAhead::addWorkers(int more) {
-  for (int t = 0; t < more && next_.load() < n_; ++t)
+void WorkAhead::ensureWorkers(int background) {
+  while (int(workers_.size()) < background && next_.load() < n_)
     workers_.push_back(std::async(std::launch::async, [this] { work(); }));
 }
 

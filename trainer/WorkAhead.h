@@ -29,9 +29,9 @@ class WorkAhead {
   WorkAhead(const WorkAhead&) = delete;
   WorkAhead& operator=(const WorkAhead&) = delete;
 
-  // Starts `more` background workers besides those already running (none
-  // once every index is taken).
-  void addWorkers(int more);
+  // Starts background workers until `background` of them have been started
+  // (none once every index is taken).
+  void ensureWorkers(int background);
   // Items completed so far, by any thread.
   size_t done() const { return done_.load(); }
   size_t size() const { return n_; }

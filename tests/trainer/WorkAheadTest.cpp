@@ -58,9 +58,9 @@ TEST(WorkAhead, BackgroundWorkersRunBeforeTheOwnerJoins) {
 }
 
 TEST(WorkAhead, WorkersAddedLaterTakeWhatIsLeft) {
-  // One background worker, then one added: whichever takes item 0 holds it
-  // until item 1 has run, which the other must do before the owner joins
-  // (a hang fails at the timeouts).
+  // One background worker, then a second (ensureWorkers(2)): whichever
+  // takes item 0 holds it until item 1 has run, which the other must do
+  // before the owner joins (a hang fails at the timeouts).
   std::promise<void> second;
   const std::shared_future<void> secondRan = second.get_future().share();
   std::atomic<int> count{0};
@@ -71,7 +71,7 @@ TEST(WorkAhead, WorkersAddedLaterTakeWhatIsLeft) {
     if (i == 1) second.set_value();
     count.fetch_add(1);
   });
-  w.addWorkers(1);
+  w.ensureWorkers(2);
   ASSERT_EQ(secondRan.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   w.finish();
   EXPECT_EQ(count.load(), 3);
