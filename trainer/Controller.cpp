@@ -642,11 +642,16 @@ void Controller::save(torch::serialize::OutputArchive& ar) const {
   const size_t index = indexOf(active_);
   // Fields 0-6, then (since the plan key) the step-time trigger's references
   // (7-9): without them a resumed run would not watch its step time until
-  // the next decision.
+  // the next decision. Then (since 11-29) the steps on the running plan, the
+  // last decision's measured references and the network backoff (10-12):
+  // without them a resumed run priced its running plan at the screened floor
+  // for min_interval more steps (decide's settled cost), and waited out
+  // network_interval on a slowdown it would have acted on at once.
   ar.write("controller/state",
            torch::tensor({index < candidates_.size() ? double(index) : -1.0, double(decided_), double(lastDecision_),
                           double(decisions_), net_.alpha, net_.beta, double(provisionalDone_), double(stepArmed_),
-                          stepDrift_.reference(), syncRef_},
+                          stepDrift_.reference(), syncRef_, double(planSteps_), double(measuredRefs_),
+                          double(networkBackoff_)},
                          torch::kDouble),
            true);
   ar.write("controller/plan", c10::IValue(active_.key()));
@@ -669,9 +674,10 @@ void Controller::load(torch::serialize::InputArchive& ar) {
   torch::Tensor t;
   ar.read("controller/state", t, true);
   // 6 fields before provisional_rewind (whose checkpoints are past the
-  // provisional step), 7 before the trigger references.
-  GZ_CHECK(t.numel() == 6 || t.numel() == 7 || t.numel() == 10,
-           "checkpoint: controller state has {} fields, expected 10", t.numel());
+  // provisional step), 7 before the trigger references, 10 before the steps
+  // on the plan.
+  GZ_CHECK(t.numel() == 6 || t.numel() == 7 || t.numel() == 10 || t.numel() == 13,
+           "checkpoint: controller state has {} fields, expected 13", t.numel());
   const auto index = int64_t(t[0].item<double>());
   GZ_CHECK(index >= -1 && index < int64_t(candidates_.size()),
            "checkpoint: controller plan {} is not among the {} candidates of this config", index, candidates_.size());
@@ -713,6 +719,15 @@ void Controller::load(torch::serialize::InputArchive& ar) {
   }
   if (opts_.pin) return;
   if (plan && !(*plan == active_)) applyPlan(*plan, lastDecision_);
+  // After applyPlan, which starts the count afresh.
+  if (t.numel() >= 13) {
+    const double steps = t[10].item<double>(), backoff = t[12].item<double>();
+    GZ_CHECK(steps >= 0 && backoff >= 1, "checkpoint: controller state has {} steps on the plan and backoff {}",
+             steps, backoff);
+    planSteps_ = int64_t(steps);
+    measuredRefs_ = t[11].item<double>() != 0;
+    networkBackoff_ = int64_t(backoff);
+  }
   // A checkpoint is past the provisional step (mayRewind): no sparse start
   // to measure for, β from the resumed plan's collectives (settleBeta).
   if (provisionalDone_) sparseSoundBytes_ = 0;

@@ -176,7 +176,8 @@ class Controller {
   void save(torch::serialize::OutputArchive& ar) const;
   // Restores the running plan (by its key: the sparse start's plan, or a
   // plan the provisional step kept without moving, is no `initial`), α, β,
-  // the decision bookkeeping, the step-time trigger's references and the
+  // the decision bookkeeping (the steps on the running plan, which its
+  // settled cost needs, included), the step-time trigger's references and the
   // gradient noise sums (checkpoints before 11-29 have none); call
   // before GradSync::load so the restored plan's compressor state is read.
   // UserError when the checkpoint's plan is none this config could run.
@@ -363,12 +364,12 @@ class Controller {
   bool drifting_ = false;  // the network detector has seen drift since the last decision
   int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started
   // Steps observed on the active plan since applyPlan (not reset by the
-  // decisions that keep it, nor checkpointed: a resumed run counts afresh).
+  // decisions that keep it; checkpointed).
   int64_t planSteps_ = 0;
   int64_t networkBackoff_ = 1;  // network_interval multiplier after false alarms (decide)
   // rank 0: the last decision's trigger references are the running plan's
   // measured steps (it kept or explored the plan), not a prediction (decide).
-  // Not checkpointed: a resumed run takes them for predictions.
+  // Checkpointed, as networkBackoff_ is.
   bool measuredRefs_ = false;
   bool decided_ = false;
   bool betaPending_ = false;    // β not measured yet since start() (settleBeta)

@@ -664,6 +664,31 @@ TEST_F(ControllerTrainTest, AResumedRunLogsEveryStepOnceAndItsNoiseScaleGoesOn) 
     }
   }
   EXPECT_EQ(resumes, 1);
+
+  // The steps on the running plan (controller/state field 10) go on from
+  // the checkpoint: at step 40 the resumed run counts the steps before step
+  // 30 too, as the uninterrupted run does (before, it counted afresh from
+  // the resume: 10, and priced its running plan at the screened floor).
+  // Fields 11-12 (the last decision's measured references, the network
+  // backoff) are saved too; what they hold at step 40 follows the timing of
+  // the steps since (a false alarm on a loaded host doubles the backoff), so
+  // only their range is checked.
+  auto state = [](const std::string& runDir) {
+    torch::serialize::InputArchive ar;
+    ar.load_from(runDir + "/rank0/checkpoint.pt");
+    torch::Tensor t;
+    ar.read("controller/state", t, true);
+    return t;
+  };
+  const auto fullState = state(full.runDir()), partState = state(part.runDir());
+  ASSERT_EQ(fullState.numel(), 13);
+  ASSERT_EQ(partState.numel(), 13);
+  EXPECT_GT(fullState[10].item<double>(), 10);  // more than the resumed run trained
+  EXPECT_EQ(partState[10].item<double>(), fullState[10].item<double>());
+  for (const auto& t : {fullState, partState}) {
+    EXPECT_TRUE(t[11].item<double>() == 0 || t[11].item<double>() == 1);
+    EXPECT_GE(t[12].item<double>(), 1);
+  }
 }
 
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
