@@ -567,12 +567,13 @@ void Controller::sendVerdict(int64_t step) {
     // step-time decision at step 114, on the unshaped link, kept fp16, and
     // the change at 117 waited to step 145, fp16 running 28 steps at 20
     // Mbit/s (~0.23 s each over TopKC b=2's). After a predicted knee (whose
-    // references carry the model's error) or a false alarm (backoff > 1) it
-    // waits as every change does.
-    const bool prompt = (severe_ || sharp_) && measuredRefs_ && networkBackoff_ == 1;
+    // references carry the model's error) it waits network_interval, as
+    // every change does; after a false alarm (backoff > 1) network_interval
+    // too, not the backoff (actOnChange in ControllerDetail.h).
     if (soundTriggered_ && elapsed >= opts_.networkInterval)
       reason = kSounding;  // confirmed by two soundings: no settling, no backoff
-    else if (settled && (prompt || elapsed >= opts_.networkInterval * networkBackoff_)) {
+    else if (settled &&
+             actOnChange(severe_ || sharp_, measuredRefs_, elapsed, opts_.networkInterval, networkBackoff_)) {
       reason = netTriggered_ ? kNetwork : kStepTime;
       // Before the medians have moved, β comes from the sharp steps alone.
       if (sharp_ && !severe_ && step - changeSince_ < kPersist) betaSteps = int64_t(kSharpSteps);

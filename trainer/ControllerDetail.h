@@ -67,6 +67,24 @@ inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
   return o;
 }
 
+// Whether a settled network or step-time change is acted on `elapsed` steps
+// after the last decision (Controller::sendVerdict). A change waits
+// network_interval, times `backoff` (doubled by each false alarm, up to
+// min_interval) so that a noisy detector is not acted on again and again. A
+// severe or sharp slowdown (`strong`: the step's sync part up by kSevere of
+// the step) is the link's once the last decision's references are measured
+// steps, and is acted on at once while no false alarm came before it. After
+// a false alarm it still waits network_interval, but not the backoff: on
+// schedule_c1 with 0.25 MB buckets, false alarms on the unshaped link had
+// raised it to 4, and fp16 ran 106 steps at 20 Mbit/s (seeds 2 and 4,
+// 0.24-0.31 s a step against TopKC b=2's 0.18) before the change at step
+// 117 was decided at 223 (controller_ablation.md, "The final controller on
+// `schedule_c1`, its small-bucket copy and 10 Mbit/s").
+inline bool actOnChange(bool strong, bool measuredRefs, int64_t elapsed, int64_t networkInterval, int64_t backoff) {
+  if (strong && measuredRefs && backoff == 1) return true;
+  return elapsed >= networkInterval * (strong ? 1 : backoff);
+}
+
 // vNMSE = ||x − y||² / ||x||² and gain = ||y||² / ||x||² (paper's E||g_c||² / E||g_e||²).
 inline nlohmann::json statsJson(const CompressionStats& s) {
   const double in = s.inputSq > 0 ? s.inputSq : NAN;
