@@ -1,8 +1,9 @@
 // Tests the MOO controller's decision rules: the Pareto front and knee rule
 // (trainer/Pareto.h) on synthetic fronts, and the drift triggers
 // (trainer/DriftDetector.h) on constructed sequences whose trigger step is
-// computed in closed form, and the bandwidth soundings' sizes, β and verdicts
-// (trainer/BandwidthSounding.h).
+// computed in closed form, when a settled change is acted on
+// (trainer/ControllerDetail.h actOnChange), and the bandwidth soundings'
+// sizes, β and verdicts (trainer/BandwidthSounding.h).
 #include "trainer/BandwidthSounding.h"
 #include "trainer/ControllerDetail.h"
 #include "trainer/ControllerOptions.h"
