@@ -718,9 +718,9 @@ void Controller::load(torch::serialize::InputArchive& ar) {
     GZ_CHECK(noise.numel() == 3, "checkpoint: controller/noise has {} fields, expected 3", noise.numel());
     noise_.restore({noise[0].item<double>(), noise[1].item<double>(), noise[2].item<double>()});
   }
-  if (opts_.pin) return;
-  if (plan && !(*plan == active_)) applyPlan(*plan, lastDecision_);
-  // After applyPlan, which starts the count afresh.
+  if (!opts_.pin && plan && !(*plan == active_)) applyPlan(*plan, lastDecision_);
+  // After applyPlan, which starts the count afresh; pinned runs too (their
+  // decisions keep the pin, with these references and back-off).
   if (t.numel() >= 13) {
     const double steps = t[10].item<double>(), backoff = t[12].item<double>();
     GZ_CHECK(steps >= 0 && backoff >= 1, "checkpoint: controller state has {} steps on the plan and backoff {}",
@@ -729,6 +729,7 @@ void Controller::load(torch::serialize::InputArchive& ar) {
     measuredRefs_ = t[11].item<double>() != 0;
     networkBackoff_ = int64_t(backoff);
   }
+  if (opts_.pin) return;
   // A checkpoint is past the provisional step (mayRewind): no sparse start
   // to measure for, β from the resumed plan's collectives (settleBeta).
   if (provisionalDone_) sparseSoundBytes_ = 0;

@@ -76,9 +76,10 @@ inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
 // steps, and is acted on at once while no false alarm came before it. After
 // a false alarm it still waits network_interval, but not the backoff: on
 // schedule_c1 with 0.25 MB buckets, false alarms on the unshaped link had
-// raised it to 4, and fp16 ran 106 steps at 20 Mbit/s (seeds 2 and 4,
-// 0.24-0.31 s a step against TopKC b=2's 0.18) before the change at step
-// 117 was decided at 223 (controller_ablation.md, "The final controller on
+// raised it to 4, and fp16 ran on the 20 Mbit/s link from the change at
+// step 117 to the decision at 223 (seeds 2 and 4: its 121 steps since the
+// step-102 false alarm averaged 0.29-0.31 s, TopKC b=2's at 20 Mbit/s
+// 0.11 s) (controller_ablation.md, "The final controller on
 // `schedule_c1`, its small-bucket copy and 10 Mbit/s").
 inline bool actOnChange(bool strong, bool measuredRefs, int64_t elapsed, int64_t networkInterval, int64_t backoff) {
   if (strong && measuredRefs && backoff == 1) return true;

@@ -691,6 +691,36 @@ TEST_F(ControllerTrainTest, AResumedRunLogsEveryStepOnceAndItsNoiseScaleGoesOn) 
   }
 }
 
+TEST_F(ControllerTrainTest, APinnedResumedRunGoesOnCountingItsStepsOnThePlan) {
+  // A pinned run decides too (its decisions keep the pin) and prices the pin
+  // by the same settled rule, so its count of steps on the plan
+  // (controller/state field 10) must come back from the checkpoint as well:
+  // resumed at step 30, it holds the uninterrupted run's count at step 40
+  // (before, the pinned path returned before restoring it: 10).
+  const std::string compress =
+      "{name: auto, families: [fp16], collectives: [engine], warmup_steps: 5, check_every: 5,"
+      " probe: {budget_seconds: 0.5}, pin: {name: fp16}}";
+  auto full = config(dir.path() + "/full", compress, 40);
+  train(full);
+  auto part = config(dir.path() + "/part", compress, 40);
+  train(part);
+  for (int r = 0; r < 2; ++r)
+    for (const char* f : {"/checkpoint.pt", "/checkpoint.pt.sum"})
+      ASSERT_TRUE(fs::remove(part.runDir() + "/rank" + std::to_string(r) + f));
+  train(part, true);
+  auto stepsOnPlan = [](const std::string& runDir) {
+    torch::serialize::InputArchive ar;
+    ar.load_from(runDir + "/rank0/checkpoint.pt");
+    torch::Tensor t;
+    ar.read("controller/state", t, true);
+    EXPECT_EQ(t.numel(), 13);
+    return t.numel() == 13 ? t[10].item<double>() : -1.0;
+  };
+  const double a = stepsOnPlan(full.runDir());
+  EXPECT_GT(a, 10);  // more than the resumed run trained
+  EXPECT_EQ(stepsOnPlan(part.runDir()), a);
+}
+
 TEST_F(ControllerTrainTest, AllRanksRunTheSamePlans) {
   auto cfg = config(dir.path(),
                     "{name: auto, families: [fp16, topk, topkc, cnat], warmup_steps: 5, min_interval: 10,"
