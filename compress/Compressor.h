@@ -90,6 +90,13 @@ class Compressor {
   // Exact bits per coordinate this rank sends into the collective for a bucket
   // of d coordinates among n ranks, headers included (b in the papers).
   virtual double bitsPerCoordinate(int64_t d, int n) const = 0;
+  // Bits per coordinate of the reduced message a parameter-server shard owner
+  // sends back to each rank (the downlink; comm/ParameterServer.h,
+  // compress/ShardedExchange.h). The uplink's unless the owner widens it:
+  // THC's sums of n table values need ceil(log2(n·g + 1)) bits (Alg. 2 line
+  // 13), 6 for 2-bit codes at n = 2. The cost model charges a "ps" plan
+  // (N−1)/N of uplink plus downlink (trainer/PlanCost.h).
+  virtual double downlinkBitsPerCoordinate(int64_t d, int n) const { return bitsPerCoordinate(d, n); }
 
   // Collective aggregation of x (1-D, float32, contiguous, same numel on every
   // rank). Throws UserError on bad input; non-finite x is rejected (NaN never

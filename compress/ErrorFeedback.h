@@ -21,6 +21,9 @@ class ErrorFeedback final : public Compressor {
   std::string name() const override { return inner_->name(); }
   Capabilities capabilities() const override { return inner_->capabilities(); }
   double bitsPerCoordinate(int64_t d, int n) const override { return inner_->bitsPerCoordinate(d, n); }
+  double downlinkBitsPerCoordinate(int64_t d, int n) const override {
+    return inner_->downlinkBitsPerCoordinate(d, n);
+  }
 
   Aggregated aggregate(const at::Tensor& grad, Context& ctx) override;
   // Single-worker codec with the same bookkeeping: encode compresses grad + e

@@ -142,6 +142,12 @@ double Thc::bitsPerCoordinate(int64_t d, int /*n*/) const {
   return 8.0 * static_cast<double>(payloadBytes(d)) / static_cast<double>(d);
 }
 
+double Thc::downlinkBitsPerCoordinate(int64_t d, int n) const {
+  if (options_.deployment != "ps") return bitsPerCoordinate(d, n);
+  GZ_CHECK(d > 0 && n >= 1, "thc: downlinkBitsPerCoordinate needs d > 0 and n >= 1");
+  return 8.0 * static_cast<double>(packedBytes(rotation(d).paddedDim(), downlinkBits(n))) / static_cast<double>(d);
+}
+
 at::Tensor Thc::blockNorms(const at::Tensor& x, const RandomizedHadamard& rht) {
   // The RHT is orthonormal per block, so a block's norm after rotation equals
   // the norm of the zero-padded block before it (THC §5.2 opt. 1: the norm round

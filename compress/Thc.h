@@ -81,6 +81,9 @@ class Thc : public Compressor {
   // Uplink (what a rank contributes): packed codes of the padded vector plus one
   // float32 norm per rotation block. n only matters through g, never the size.
   double bitsPerCoordinate(int64_t d, int n) const override;
+  // ps: the owner's w-bit packed sums, w = downlinkBits(n) (Alg. 2 line 13),
+  // no norms (they went round before); allreduce: the uplink's.
+  double downlinkBitsPerCoordinate(int64_t d, int n) const override;
   Aggregated aggregate(const at::Tensor& x, Context& ctx) override;
   Payload encode(const at::Tensor& x, Context& ctx) override;
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;

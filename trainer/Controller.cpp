@@ -136,7 +136,7 @@ double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::Alpha
     spdlog::debug("controller: sizing {} on bucket {} without its layout: {}", plan.key(), bucket, firstLine(e.what()));
   }
   const double bits = codec->bitsPerCoordinate(d, comm_.size());
-  *out = planCoefficients(plan, bits, d, comm_.size());
+  *out = planCoefficients(plan, bits, d, comm_.size(), codec->downlinkBitsPerCoordinate(d, comm_.size()));
   return bits;
 }
 

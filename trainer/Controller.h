@@ -195,6 +195,7 @@ class Controller {
     double exposed = 0;  // the sync seconds predicted to show in the step (trainer/OverlapModel.h)
     double bits = 0;  // wire bits per coordinate over the large buckets
     std::vector<double> bucketBits;          // per large bucket
+    std::vector<double> bucketDownBits;      // per large bucket: a PS owner's downlink
     std::vector<double> bucketEncodeDecode;  // per large bucket
     // Without error feedback: the codec on the last gradient. With it: the
     // last call of screenCodec's sequence (screen_reps replays of that

@@ -171,7 +171,10 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
         // the sequence's last call, on the last gradient.
         if ((!fed && rep == 1) || (replay && rep + 1 == reps))
           s.stats += measureCompression(in, y, sync_.bucketLayout(k), sync_.statWeights(k)).weighted;
-        if (rep == 1) s.bucketBits.push_back(c.bitsPerCoordinate(d, comm_.size()));  // shape-aware after an encode
+        if (rep == 1) {  // shape-aware after an encode
+          s.bucketBits.push_back(c.bitsPerCoordinate(d, comm_.size()));
+          s.bucketDownBits.push_back(c.downlinkBitsPerCoordinate(d, comm_.size()));
+        }
       }
     }
     s.gradients = int64_t(distinct);
@@ -223,7 +226,7 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
       std::vector<double> work;
       for (size_t j = 0; j < large_.size(); ++j) {
         const int64_t d = sync_.bucketNumel(large_[j]);
-        const double comm = planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size()), net_);
+        const double comm = planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size(), s.bucketDownBits[j]), net_);
         s.comm += comm;
         s.bits += s.bucketBits[j] * double(d);
         work.push_back(s.bucketEncodeDecode[j] + comm);

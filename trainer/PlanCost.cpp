@@ -33,9 +33,11 @@ double optionDouble(const Plan& plan, const char* key, double def) {
 
 }  // namespace
 
-comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinate, int64_t d, int n) {
-  GZ_CHECK(n >= 1 && d >= 0 && bitsPerCoordinate >= 0, "plan cost: bad arguments (n={}, d={}, b={})", n, d,
-           bitsPerCoordinate);
+comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinate, int64_t d, int n,
+                                        std::optional<double> downlinkBitsPerCoordinate) {
+  GZ_CHECK(n >= 1 && d >= 0 && bitsPerCoordinate >= 0 && downlinkBitsPerCoordinate.value_or(0) >= 0,
+           "plan cost: bad arguments (n={}, d={}, b={}, downlink b={})", n, d, bitsPerCoordinate,
+           downlinkBitsPerCoordinate.value_or(bitsPerCoordinate));
   if (n == 1) return {0.0, 0.0, 0.0};
   const double N = n, logN = std::log2(N);
   Coef c;
@@ -67,6 +69,11 @@ comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinat
     const std::string collective =
         compress::aggregatesByAllGather(plan.compressor) ? std::string("allgather") : plan.collective;
     c = collectiveCoef(collective, bitsPerCoordinate * double(d) / 8.0, n);
+    if (collective == "ps" && downlinkBitsPerCoordinate) {
+      // Sharded PS: (N − 1)/N of the uplink out, N − 1 copies of the owned
+      // shard's downlink (M↓/N each) back.
+      c.m = (N - 1) / N * (bitsPerCoordinate + *downlinkBitsPerCoordinate) * double(d) / 8.0;
+    }
     // Each further round (TopKC's norms, PowerSGD's P, THC's ranges and its
     // saturation count) one more latency term of the collective, no bytes
     // charged.

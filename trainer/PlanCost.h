@@ -13,17 +13,23 @@
 #include "trainer/Plan.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace gradzip::trainer {
 
 // Coefficients (a, m) of one bucket of d coordinates among n ranks under
-// `plan`, whose compressor sends `bitsPerCoordinate` bits per coordinate (b).
-// With M = b·d/8 bytes:
+// `plan`, whose compressor sends `bitsPerCoordinate` bits per coordinate (b)
+// and whose parameter-server owners return `downlinkBitsPerCoordinate` (the
+// uplink's when absent; compress/Compressor.h). With M = b·d/8 bytes and
+// M↓ the downlink's:
 //   engine, ring: 2(N−1)            , 2(N−1)/N·M       (Table I, ring)
 //   tree:         2 log N            , 2 log N·M        (Table I, tree)
-//   ps (sharded): 2(N−1)             , 2(N−1)/N·M       (comm/ParameterServer.h: each
-//                 rank sends and receives (N−1)/N of the tensor in N−1 messages of
-//                 M/N, one round each way; Table I's star form puts all on one server)
+//   ps (sharded): 2(N−1)             , (N−1)/N·(M + M↓) (comm/ParameterServer.h: each
+//                 rank sends (N−1)/N of its uplink in N−1 messages of M/N, then as
+//                 the owner of one shard N−1 copies of its M↓/N; one round each way;
+//                 2(N−1)/N·M when M↓ = M; Table I's star form puts all on one server.
+//                 THC's 6-bit sums under 2-bit codes were charged as 2-bit before
+//                 11-29: half the bytes its steps then logged)
 //   allgather:    log N              , (N−1)·M          (Table I); TopK's "engine"
 //                 (c10d's all-gather; compress/Factory.h aggregatesByAllGather) is charged this row too
 //   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,
@@ -35,7 +41,8 @@ namespace gradzip::trainer {
 // PlanCost.LatencyTermsAreTheRoundsTheCodeRuns checks every default
 // candidate's a against the rounds its code issues. N = 1 costs nothing. `plan.collective` must be one
 // of the above (UserError otherwise).
-comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinate, int64_t d, int n);
+comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinate, int64_t d, int n,
+                                        std::optional<double> downlinkBitsPerCoordinate = std::nullopt);
 
 // a·α + m·β.
 inline double planSeconds(const comm::AlphaBetaSample& c, const comm::NetworkParams& p) {

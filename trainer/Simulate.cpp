@@ -40,9 +40,12 @@ std::vector<nlohmann::json> readJsonLines(const std::string& path) {
   return out;
 }
 
-double bitsAt(const Plan& plan, int64_t d, int n) {
+// A fresh codec's uplink and parameter-server downlink bits per coordinate
+// (compress/Compressor.h).
+std::pair<double, double> bitsAt(const Plan& plan, int64_t d, int n) {
   YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
-  return compress::makeCompressor(plan.compressor, r)->bitsPerCoordinate(d, n);
+  const auto codec = compress::makeCompressor(plan.compressor, r);
+  return {codec->bitsPerCoordinate(d, n), codec->downlinkBitsPerCoordinate(d, n)};
 }
 
 std::string ms(double s) { return std::isfinite(s) ? fmt::format("{:.1f}", s * 1e3) : "n/a"; }
@@ -186,9 +189,10 @@ double predictStep(const RunProfile& p, const CandidateProfile& c, int n, const 
   for (int64_t d : p.buckets) total += d;
   std::vector<double> work;
   for (int64_t d : p.buckets) {
-    const double bits = c.bits + bitsAt(c.plan, d, n) - bitsAt(c.plan, d, p.worldSize);
+    const auto [up, down] = bitsAt(c.plan, d, n);
+    const double bits = c.bits + up - bitsAt(c.plan, d, p.worldSize).first;
     work.push_back(c.encodeDecode * double(d) / double(std::max<int64_t>(1, total)) +
-                   planSeconds(planCoefficients(c.plan, bits, d, n), net));
+                   planSeconds(planCoefficients(c.plan, bits, d, n, bits + down - up), net));
   }
   return base + ov.exposed(work);
 }

@@ -47,12 +47,18 @@ TEST(Thc, WireSizeEqualsDeclaredBits) {
   // Headers stated: d = 2^16, b = 4 (ps): 4 bits per coordinate + one float32 norm.
   Thc thc(psOptions());
   EXPECT_DOUBLE_EQ(thc.bitsPerCoordinate(1 << 16, 4), 4.0 + 32.0 / (1 << 16));
+  // Its owners return sums of n table values in ⟨n·g + 1⟩ (Alg. 2 line 13),
+  // no norms; g = 30: 7 bits at n = 4 (120 < 128), 10 at n = 30 (900 < 1024).
+  EXPECT_DOUBLE_EQ(thc.downlinkBitsPerCoordinate(1 << 16, 4), 7.0);
+  EXPECT_DOUBLE_EQ(thc.downlinkBitsPerCoordinate(1 << 16, 30), 10.0);
   // allreduce, q = 4, b = 8, blocks of 1024: 8 bits + 32/1024 for the block norms.
   ThcOptions o;
   o.deployment = "allreduce";
   o.aggregationBits = 8;
   o.rotationBlockLog2 = 10;
   EXPECT_DOUBLE_EQ(Thc(o).bitsPerCoordinate(1 << 16, 4), 8.0 + 32.0 / 1024);
+  // An all-reduce's sums travel at the uplink's width.
+  EXPECT_DOUBLE_EQ(Thc(o).downlinkBitsPerCoordinate(1 << 16, 4), Thc(o).bitsPerCoordinate(1 << 16, 4));
   // q = 3 does not divide a byte: 10 codes per int32 word, ceil(2^16/10) words.
   o.bits = 3;
   o.aggregationBits = 0;

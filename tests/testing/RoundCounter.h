@@ -11,7 +11,10 @@
 // comm/CostModel.h gives them (all-reduce 2(N−1), all-gather and broadcast
 // log2 N; reduce-scatter, which Gloo runs as an all-reduce, the
 // all-reduce's). Counted on one rank, so only where every rank's rounds are
-// the critical path (two ranks: no tree has depth).
+// the critical path (two ranks: no tree has depth). It also counts the
+// bytes this rank sends the same way: a point-to-point message its bytes (a
+// receive none), an engine collective its Table I row's β term for the
+// tensor it was given.
 #pragma once
 
 #include "comm/Communicator.h"
@@ -31,18 +34,25 @@ class RoundCounter final : public comm::Communicator {
   int size() const override { return inner_.size(); }
   std::string backendName() const override { return inner_.backendName(); }
   comm::Work allReduce(at::Tensor& t, comm::ReduceOp op) override {
+    bytes_ += comm::ringAllReduceCost(double(t.nbytes()), size(), kBetaOnly);
     return issue(inner_.allReduce(t, op), comm::ringAllReduceCost(0, size(), kAlphaOnly));
   }
   comm::Work allGather(std::vector<at::Tensor>& out, const at::Tensor& in) override {
+    bytes_ += comm::allGatherCost(double(in.nbytes()), size(), kBetaOnly);
     return issue(inner_.allGather(out, in), comm::allGatherCost(0, size(), kAlphaOnly));
   }
   comm::Work broadcast(at::Tensor& t, int root) override {
+    bytes_ += comm::broadcastCost(double(t.nbytes()), size(), kBetaOnly);
     return issue(inner_.broadcast(t, root), comm::broadcastCost(0, size(), kAlphaOnly));
   }
   comm::Work reduceScatter(at::Tensor& out, std::vector<at::Tensor>& in, comm::ReduceOp op) override {
+    for (const auto& t : in) bytes_ += comm::ringAllReduceCost(double(t.nbytes()), size(), kBetaOnly);
     return issue(inner_.reduceScatter(out, in, op), comm::ringAllReduceCost(0, size(), kAlphaOnly));
   }
-  comm::Work send(const at::Tensor& t, int dst, int tag) override { return issue(inner_.send(t, dst, tag), 1.0); }
+  comm::Work send(const at::Tensor& t, int dst, int tag) override {
+    bytes_ += double(t.nbytes());
+    return issue(inner_.send(t, dst, tag), 1.0);
+  }
   comm::Work recv(at::Tensor& t, int src, int tag) override { return issue(inner_.recv(t, src, tag), 1.0); }
   comm::Work barrier() override { return issue(inner_.barrier(), 1.0); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
@@ -50,14 +60,18 @@ class RoundCounter final : public comm::Communicator {
   // Latency terms since construction or the last reset(): Σ over rounds of
   // the round's weight.
   double latencyTerms() const { return done_ + current_; }
+  // Bytes sent since construction or the last reset().
+  double bytesSent() const { return bytes_; }
   void reset() {
-    done_ = current_ = 0;
+    done_ = current_ = bytes_ = 0;
     waited_ = true;
   }
 
  private:
   // α = 1 s, β = 0: a Table I cost is then its count of latency terms.
   static constexpr comm::NetworkParams kAlphaOnly{1.0, 0.0};
+  // α = 0, β = 1 s per byte: a Table I cost is then its bytes.
+  static constexpr comm::NetworkParams kBetaOnly{0.0, 1.0};
 
   class Tracked final : public comm::Work::Impl {
    public:
@@ -85,7 +99,7 @@ class RoundCounter final : public comm::Communicator {
   }
 
   comm::Communicator& inner_;
-  double done_ = 0, current_ = 0;
+  double done_ = 0, current_ = 0, bytes_ = 0;
   std::atomic<bool> waited_{true};
 };
 

@@ -162,6 +162,48 @@ TEST(PlanCost, LatencyTermsAreTheRoundsTheCodeRuns) {
   for (const auto& [key, v] : seen) EXPECT_DOUBLE_EQ(v.first, v.second) << key;
 }
 
+TEST(PlanCost, ByteTermsAreTheBytesTheCodeSends) {
+  // Every default candidate's β coefficient (bytes) against the bytes one
+  // aggregation of it sends on two real Gloo ranks (RoundCounter: a message's
+  // bytes, an engine collective its Table I row's). Headers may ride in a
+  // round of their own (TopKC's norms, THC's ranges) where the model folds
+  // them into the message, so within 2%. THC's parameter server returns
+  // 6-bit sums for 2-bit codes: charged as the uplink's width, its bytes were
+  // predicted at half what it sends. Trees are left out: their reduce and
+  // broadcast each leave one direction idle, so Table I's 2·log N·M is the
+  // critical path's bytes, twice what a rank sends at N = 2.
+  std::map<std::string, std::pair<double, double>> seen;  // plan -> (counted, model)
+  gradzip::testing::runRanks(
+      2,
+      [&](comm::Communicator& inner) {
+        gradzip::testing::RoundCounter c(inner);
+        const int64_t d = 1 << 16;  // AR-TopK 0.1%: 65 values for the model's 65.5
+        const auto g = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(c.rank() + 11));
+        for (const auto& cand : trainer::makeCandidates({})) {
+          const auto& p = cand.plan;
+          YamlReader r(p.options, "t", "t");
+          auto comp = compress::makeCompressor(p.compressor, r);
+          std::unique_ptr<comm::Collective> coll;
+          if (p.collective != "engine" && p.collective != "allgather") coll = comm::makeCollective(p.collective, c);
+          compress::Context ctx{c, coll.get(), p.collective, {}, 7, 0, 0, nullptr};
+          for (int64_t t = 0; t < 3; ++t) {
+            if (t == 2) c.reset();
+            ctx.step = t;
+            comp->aggregate(g, ctx);
+          }
+          if (c.rank() == 0 && p.collective != "tree")
+            seen[p.key()] = {c.bytesSent(), trainer::planCoefficients(p, comp->bitsPerCoordinate(d, 2), d, 2,
+                                                                      comp->downlinkBitsPerCoordinate(d, 2))
+                                                 .betaBytes};
+        }
+      },
+      std::chrono::seconds(120));
+  const auto cands = trainer::makeCandidates({});
+  ASSERT_EQ(seen.size(), size_t(std::count_if(cands.begin(), cands.end(),
+                                              [](const auto& c) { return c.plan.collective != "tree"; })));
+  for (const auto& [key, v] : seen) EXPECT_NEAR(v.second / v.first, 1.0, 0.02) << key << ": model " << v.second << " bytes, sent " << v.first;
+}
+
 TEST(Candidates, EveryCandidateIsAllowedByItsCompressor) {
   const auto cands = trainer::makeCandidates({});
   std::set<std::string> keys;
