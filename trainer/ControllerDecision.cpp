@@ -226,7 +226,8 @@ std::vector<Objectives> Controller::screenAll(double base, const OverlapTimings&
       std::vector<double> work;
       for (size_t j = 0; j < large_.size(); ++j) {
         const int64_t d = sync_.bucketNumel(large_[j]);
-        const double comm = planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size(), s.bucketDownBits[j]), net_);
+        const double comm =
+            planSeconds(planCoefficients(plan, s.bucketBits[j], d, comm_.size(), s.bucketDownBits[j]), net_);
         s.comm += comm;
         s.bits += s.bucketBits[j] * double(d);
         work.push_back(s.bucketEncodeDecode[j] + comm);
