@@ -13,6 +13,7 @@
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -202,13 +203,57 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   return out;
 }
 
+std::vector<int> Thc::tableValues(int g) const {
+  return options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
+                                       : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values;
+}
+
 const thc::TableLookup& Thc::tableFor(int n) {
   const int g = granularityFor(n);
-  if (!table_ || table_->g != g)
-    table_ = std::make_unique<thc::TableLookup>(TableQuantizer(
-        options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
-                                      : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values));
+  if (!table_ || table_->g != g) table_ = std::make_unique<thc::TableLookup>(TableQuantizer(tableValues(g)));
   return *table_;
+}
+
+// The table (ps: T(0..2^b−1) and g, empty before the first aggregation) and the
+// quantiser's parameters. THC's seeds are counter-based (Context::sharedSeed:
+// run seed, bucket, step; privateSeed: that and the rank), so the checkpoint's
+// step and the run's seed give a resumed run the same rotations and noise; the
+// saved quantiser is what a resumed run must find again.
+void Thc::save(torch::serialize::OutputArchive& ar) const {
+  ar.write("thc/quantiser", at::tensor({static_cast<double>(options_.bits), options_.p,
+                                        static_cast<double>(options_.rotationBlockLog2),
+                                        static_cast<double>(fieldBits())},
+                                       at::kDouble));
+  std::vector<int64_t> table;
+  if (table_) table.assign(table_->ints.begin(), table_->ints.end());
+  ar.write("thc/table_g", at::tensor({static_cast<int64_t>(table_ ? table_->g : 0)}, at::kLong));
+  ar.write("thc/table", at::tensor(table, at::kLong));
+}
+
+// Refuses a checkpoint whose quantiser or table is not this THC's (another
+// bits, p, block or field width, or a table the solver no longer gives for
+// that g): its residual and codes were made by another quantiser. Checkpoints
+// written before THC saved anything have no keys and load as before.
+void Thc::load(torch::serialize::InputArchive& ar) {
+  at::Tensor q, gs, table;
+  if (!ar.try_read("thc/quantiser", q)) return;
+  GZ_CHECK(ar.try_read("thc/table_g", gs) && ar.try_read("thc/table", table) && q.numel() == 4 && gs.numel() == 1,
+           "checkpoint: THC state is malformed");
+  const auto* v = q.to(at::kDouble).contiguous().data_ptr<double>();
+  GZ_CHECK(v[0] == options_.bits && v[1] == options_.p && v[2] == options_.rotationBlockLog2 && v[3] == fieldBits(),
+           "checkpoint: THC was saved with bits {}, p {}, rotation_block_log2 {}, field bits {}; this config has "
+           "{}, {}, {}, {}",
+           v[0], v[1], v[2], v[3], options_.bits, options_.p, options_.rotationBlockLog2, fieldBits());
+  const int g = static_cast<int>(gs.item<int64_t>());
+  table_.reset();
+  if (g == 0) return;  // saved before the first aggregation: built on demand
+  const std::vector<int> expected = tableValues(g);
+  const at::Tensor saved = table.to(at::kLong).contiguous();
+  const std::vector<int64_t> got(saved.data_ptr<int64_t>(), saved.data_ptr<int64_t>() + saved.numel());
+  GZ_CHECK(got.size() == expected.size() && std::equal(got.begin(), got.end(), expected.begin()),
+           "checkpoint: THC table for g = {} is [{}], this config's is [{}]", g, fmt::join(got, ", "),
+           fmt::join(expected, ", "));
+  table_ = std::make_unique<thc::TableLookup>(TableQuantizer(expected));
 }
 
 at::Tensor Thc::rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,

@@ -87,6 +87,9 @@ class Thc : public Compressor {
   Aggregated aggregate(const at::Tensor& x, Context& ctx) override;
   Payload encode(const at::Tensor& x, Context& ctx) override;
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
+  // The quantiser's parameters and the table in use (ps); load refuses another's.
+  void save(torch::serialize::OutputArchive& ar) const override;
+  void load(torch::serialize::InputArchive& ar) override;
 
   const ThcOptions& options() const { return options_; }
   // g used with n workers, and the downlink width ceil(log2(n·g+1)) (ps).
@@ -116,6 +119,8 @@ class Thc : public Compressor {
                            int n) const;
   // ps: THC's table for g = granularityFor(n), built once per g.
   const thc::TableLookup& tableFor(int n);
+  // T(0..2^b−1) for granularity g (the uniform table for the uniform variant).
+  std::vector<int> tableValues(int g) const;
   // ps, Alg. 2 lines 7–11: R = RHT(x) into rotated_, then its packed b-bit
   // table indices for `range` (compress/ThcTableKernels.h).
   at::Tensor rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,

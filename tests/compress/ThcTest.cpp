@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace gradzip::compress {
 namespace {
@@ -89,6 +90,77 @@ TEST(Thc, NmseOnLogNormalMatchesTheory) {
   const double expected = (1 - 1.0 / 32) * 0.013496 + (1 + tp * tp) / 32 - 2 * tp * phi;
   EXPECT_NEAR(expected, 0.0202, 2e-4);
   EXPECT_NEAR(total / reps, expected, 1.5e-3);
+}
+
+// Unbiasedness of THC's quantisation where nothing is clamped (THC §5.2: SQ
+// is unbiased; the clamp to [−M, M] is what biases it): E[decode(encode(x))] = x
+// over the SQ noise and the rotation (RHT⁻¹ is linear). Each trial t takes a
+// fresh step, so a fresh rotation and fresh private noise. With e_t the trial's
+// error, ē their mean and V = mean_t ||e_t||², independence gives
+// E||ē||² = E||e||²/T, and ||ē||²·T/V concentrates at 1 with relative spread
+// ~sqrt(2/d') (d' = 1024 independent rotated coordinates: ±0.044), so the bound
+// 2·V/T is > 20 sigma. The check can fail: with THC's default p = 1/32 a
+// fraction p of the rotated (≈ Gaussian) coordinates clamp, which shrinks the
+// estimate along x by κ = E[A² − A·clamp(A)] = E[A²; |A| > t] − t·E[|A|; |A| > t]
+// = 2(tφ(t) + p/2) − 2tφ(t) = p (A ~ N(0, 1), t = t_p): a bias of
+// p²·||x||² ≈ 9.8e-4·||x||² against V/T ≈ 0.02·||x||²/400 = 5e-5·||x||², ~20x,
+// so the clamped case must exceed 5·V/T.
+TEST(Thc, QuantisationWithoutClampingIsUnbiased) {
+  comm::LocalCommunicator local;
+  const int64_t d = 1000;  // padded to 1024 (full rotation) or 4 blocks of 256
+  const int trials = 400;
+  const at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(31));
+  struct Case {
+    const char* name;
+    ThcOptions o;
+    bool clamps;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* name, const char* deployment, const char* variant, double p, int blockLog2,
+                 const char* range, bool clamps) {
+    ThcOptions o;
+    o.deployment = deployment;
+    o.variant = variant;
+    o.p = p;
+    o.rotationBlockLog2 = blockLog2;
+    o.range = range;
+    cases.push_back({name, o, clamps});
+  };
+  // p = 1e-12: t_p = 7.1, and a Gaussian coordinate beyond 7.1σ has probability
+  // 1.2e-12 (the test checks every trial's rotated vector stays inside M).
+  add("ps table", "ps", "table", 1e-12, 0, "norm", false);
+  add("ps uniform", "ps", "uniform", 1e-12, 0, "norm", false);
+  add("allreduce norm", "allreduce", "", 1e-12, 8, "norm", false);
+  add("allreduce max", "allreduce", "", 1.0 / 32, 8, "max", false);  // M = max |R|: never clamps
+  add("ps table, p = 1/32", "ps", "table", 1.0 / 32, 0, "norm", true);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Thc thc(c.o);
+    Context ctx{local};
+    ctx.seed = 9;
+    at::Tensor sum = at::zeros({d}, at::kDouble);
+    double sumSq = 0;
+    for (int t = 0; t < trials; ++t) {
+      ctx.step = t;
+      if (!c.clamps && c.o.range == "norm") {  // the precondition: |R| <= M in every block
+        RandomizedHadamard rht(d, c.o.rotationBlockLog2);
+        const at::Tensor R = rht.forward(x, ctx.sharedSeed()).view({rht.numBlocks(), rht.blockSize()});
+        at::Tensor padded = at::zeros({rht.paddedDim()});
+        padded.narrow(0, 0, d).copy_(x);
+        const at::Tensor M = padded.view({rht.numBlocks(), rht.blockSize()}).norm(2, {1}) *
+                             (thcTruncation(c.o.p) / std::sqrt(static_cast<double>(rht.blockSize())));
+        ASSERT_TRUE((R.abs().amax(1) < M).all().item<bool>()) << "trial " << t << " clamps";
+      }
+      const at::Tensor e = (thc.decode(thc.encode(x, ctx), d, ctx) - x).to(at::kDouble);
+      sum += e;
+      sumSq += e.square().sum().item<double>();
+    }
+    const double biasSq = (sum / trials).square().sum().item<double>(), V = sumSq / trials;
+    if (c.clamps)
+      EXPECT_GT(biasSq, 5 * V / trials) << "V/T " << V / trials;
+    else
+      EXPECT_LT(biasSq, 2 * V / trials) << "V/T " << V / trials;
+  }
 }
 
 TEST(Thc, EncodeDecodeEqualsSingleRankAggregate) {
@@ -328,6 +400,79 @@ TEST(Thc, ParameterServerSumsDecodeByAbsoluteCoordinate) {
   for (int64_t k = 0; k < count; ++k) {
     const float M = range[(first + k) / B];
     ASSERT_EQ(out[k], std::fma(static_cast<float>(s[k].item<int32_t>()) / n, 2 * M / g, -M)) << k;
+  }
+}
+
+// THC's checkpoint state (with the ErrorFeedback decorator around it, as the
+// factory builds it): the residual, the quantiser and the table round-trip, and
+// the restored compressor continues bit for bit; a checkpoint made with another
+// quantiser or table is refused with a message naming it.
+TEST(Thc, CheckpointCarriesTheQuantiserAndRefusesAnotherOne) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  auto roundTrip = [](const Compressor& from, Compressor& to) {
+    torch::serialize::OutputArchive out;
+    from.save(out);
+    std::stringstream buf;
+    out.save_to(buf);
+    torch::serialize::InputArchive in;
+    in.load_from(buf);
+    to.load(in);
+  };
+  for (const char* opts : {"{}", "{deployment: allreduce, rotation_block_log2: 8}", "{granularity: 0}"}) {
+    SCOPED_TRACE(opts);
+    auto a = makeCompressor("thc", opts);
+    for (int64_t t = 0; t < 3; ++t) {
+      ctx.step = t;
+      a->aggregate(at::randn({3000}, at::make_generator<at::CPUGeneratorImpl>(40 + t)), ctx);
+    }
+    auto b = makeCompressor("thc", opts);
+    roundTrip(*a, *b);
+    ctx.step = 3;
+    const at::Tensor g = at::randn({3000}, at::make_generator<at::CPUGeneratorImpl>(43));
+    EXPECT_TRUE(at::equal(a->aggregate(g, ctx).mean, b->aggregate(g, ctx).mean));
+  }
+  // Another p (a different t_p and table) or bits: refused, naming both.
+  auto a = makeCompressor("thc", "{}");
+  a->aggregate(at::randn({3000}), ctx);
+  auto otherP = makeCompressor("thc", "{p: 0.0625}");
+  try {
+    roundTrip(*a, *otherP);
+    ADD_FAILURE() << "no UserError";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("checkpoint: THC was saved with bits 4, p 0.03125"));
+  }
+  // A table that is not the one this config solves for (a checkpoint from a
+  // build whose solver differed): refused, naming the tables.
+  torch::serialize::OutputArchive out;
+  Thc plain(psOptions());
+  plain.aggregate(at::randn({3000}), ctx);
+  plain.save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  at::Tensor table;
+  in.read("thc/table", table);
+  table[1] = table[1].item<int64_t>() + 1;
+  torch::serialize::OutputArchive tampered;
+  for (const char* key : {"thc/quantiser", "thc/table_g"}) {
+    at::Tensor t;
+    in.read(key, t);
+    tampered.write(key, t);
+  }
+  tampered.write("thc/table", table);
+  std::stringstream buf2;
+  tampered.save_to(buf2);
+  torch::serialize::InputArchive in2;
+  in2.load_from(buf2);
+  Thc fresh(psOptions());
+  try {
+    fresh.load(in2);
+    ADD_FAILURE() << "no UserError";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("checkpoint: THC table for g = 30 is [0, 4, 5,"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("this config's is [0, 3, 5, 7, 9, 11, 13, 14, 16"));
   }
 }
 
