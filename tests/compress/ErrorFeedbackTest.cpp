@@ -67,13 +67,16 @@ TEST(Factory, AggregatesByAllGatherOnlyWhereEveryCollectiveIsAnAllGather) {
 TEST(ErrorFeedback, ConservesTheSumOfGradientsOnEveryRank) {
   testing::runRanks(3, [](comm::Communicator& c) {
     for (const char* spec : {"topk|{ratio: 0.02}", "topkc|{chunk: 32, bits: 1}", "artopk|{cr: 0.02, mode: var}",
-                             "powersgd|{rank: 2}", "fp16|{error_feedback: true}"}) {
+                             "powersgd|{rank: 2}", "fp16|{error_feedback: true}", "thc|{}",
+                             "thc|{deployment: allreduce, rotation_block_log2: 8}"}) {
       const std::string s(spec);
       const std::string name = s.substr(0, s.find('|')), opts = s.substr(s.find('|') + 1);
       auto comp = makeCompressor(name, opts);
       auto* ef = dynamic_cast<ErrorFeedback*>(comp.get());
       ASSERT_NE(ef, nullptr) << name;
-      CtxHolder h(c, name == "artopk" ? "ring" : "engine");
+      // THC's ps form runs its own sharded parameter server; its all-reduce form a ring.
+      const bool ps = opts.find("allreduce") == std::string::npos;
+      CtxHolder h(c, name == "artopk" ? "ring" : name == "thc" ? (ps ? "ps" : "ring") : "engine");
       const int64_t d = 2048;
       at::Tensor sumG = at::zeros({d}, at::kDouble), sumA = at::zeros({d}, at::kDouble);
       double sumMeanErr = 0;
