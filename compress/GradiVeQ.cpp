@@ -5,6 +5,8 @@
 
 #include "util/Error.h"
 
+#include <algorithm>
+
 namespace gradzip::compress {
 
 GradiVeQOptions GradiVeQOptions::fromYaml(YamlReader& r) {
@@ -80,11 +82,18 @@ void GradiVeQ::plan(const std::vector<TensorSlot>& layout, int64_t d) {
     const int64_t F = s->shape[0], D = s->shape[1];
     GZ_CHECK(F * D * s->shape[2] * s->shape[3] == s->numel, "gradiveq: slot '{}' numel does not match its shape",
              s->name);
+    // §4 "Slice size K": K is a multiple of F·D, the granularity at which the
+    // first slice's compressor fits the others (Fig. 5: the loss drops only at
+    // multiples of F·D = 256 for a (3, 3, 16, 16) layer); higher multiples
+    // capture more correlation at more SVD cost. So max_slice (ours) caps the
+    // multiple, never the granularity: m = min(slice_multiple, floor(max_slice
+    // / F·D)) but at least 1, i.e. K = F·D itself when F·D alone exceeds the
+    // cap. (A 3x3 conv with F·D = 4096, as ResNet-32's 64-filter layers, gets
+    // K = 4096; a K of 1024 would start successive slices at different depth
+    // channels of a kernel position, out of step with the first slice.)
     const int64_t fd = F * D;
-    int64_t K = options_.sliceMultiple * fd;
-    // Too large for the cap: the largest multiple of F·D that fits, else the cap.
-    if (K > options_.maxSlice) K = fd <= options_.maxSlice ? options_.maxSlice / fd * fd : options_.maxSlice;
-    L.K = std::min(K, s->numel);
+    const int64_t m = std::clamp<int64_t>(options_.maxSlice / fd, 1, options_.sliceMultiple);
+    L.K = std::min(m * fd, s->numel);  // numel = F·D·kh·kw: still a multiple of F·D
     L.slices = s->numel / L.K;
     // Co-located flattening: permuted position k holds flat element perm[k].
     L.perm = at::arange(s->numel, at::kLong).view(s->shape).permute({2, 3, 1, 0}).reshape({-1}).contiguous();

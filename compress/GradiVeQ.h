@@ -5,8 +5,9 @@
 // Per conv weight [F, D, kh, kw] (found in Context::layout as a 4-D shape) the
 // gradient is flattened so co-located filter values sit together
 // (permute {2,3,1,0}: F fastest, then depth, width, height; §3, Fig. 3) and cut
-// into slices of K = slice_multiple·F·D (capped by max_slice and the layer
-// size; the paper's K = 768 for 3x3x16x16). One basis per layer from its first
+// into slices of K = m·F·D, always a multiple of F·D (§4): m = slice_multiple,
+// lowered to fit max_slice but never below 1, and K at most the layer (the
+// paper's K = 768 for 3x3x16x16). One basis per layer from its first
 // slice (reuse factor s = ∞, §4), per-slice whitening means μ_m. Node n sends
 // g'_n = Uᵀ(x_n − μ) for every full slice (our gradients are means, so μ is the
 // sample mean of the aggregated *mean* and the paper's μ/N becomes μ after the
@@ -39,8 +40,12 @@ namespace gradzip::compress {
 
 struct GradiVeQOptions {
   double lambda = 0.01;      // λ: compression loss allowed on the samples
-  int sliceMultiple = 3;     // K = sliceMultiple·F·D
-  int64_t maxSlice = 1024;   // cap on K (our choice: the SVD and U cost grow with K)
+  int sliceMultiple = 3;     // K = sliceMultiple·F·D at most
+  // Cap on K (our choice: the SVD and U cost grow with K), applied to the
+  // multiple, so K stays a multiple of F·D (§4): the largest multiple of F·D
+  // that is <= max_slice and <= slice_multiple·F·D, or F·D itself when
+  // F·D > max_slice (then K exceeds the cap).
+  int64_t maxSlice = 1024;
   int64_t warmup = 2500;     // uncompressed iterations before the first cycle
   int samples = 100;         // L_t
   int compressed = 400;      // L_c

@@ -205,6 +205,30 @@ TEST(GradiVeQ, SamplingUsesTheRingOfThePaper) {
   });
 }
 
+// §4 "Slice size K": K is a multiple of F·D, where the first-slice basis
+// fits the other slices (Fig. 5: the loss drops only at multiples of F·D).
+// max_slice (1024) caps the multiple: [32, 16] takes 3·F·D = 1536 down to
+// 1024 = 2·F·D; [64, 32] (F·D = 2048 > the cap) takes F·D itself, not the
+// cap (1024: half of one kernel position's F·D values); a 1x1 conv's layer
+// is one F·D slice, so K = F·D, here also above the cap.
+TEST(GradiVeQ, SliceSizeIsAMultipleOfFTimesDWhateverTheCap) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  ctx.layout = {{"a.weight", {32, 16, 3, 3}, 0, 4608},
+                {"b.weight", {64, 32, 3, 3}, 4608, 18432},
+                {"c.weight", {48, 48, 1, 1}, 23040, 2304},
+                {"d.weight", {8, 4, 3, 3}, 25344, 288}};
+  GradiVeQ q(GradiVeQOptions{});  // max_slice 1024, slice_multiple 3
+  q.aggregate(at::zeros({25632}), ctx);
+  ASSERT_EQ(q.numLayers(), 4);
+  const std::vector<int64_t> expected = {1024, 2048, 2304, 96};
+  for (int l = 0; l < 4; ++l) {
+    const int64_t fd = ctx.layout[l].shape[0] * ctx.layout[l].shape[1];
+    EXPECT_EQ(q.sliceSize(l) % fd, 0) << ctx.layout[l].name << ": K = " << q.sliceSize(l) << ", F·D = " << fd;
+    EXPECT_EQ(q.sliceSize(l), expected[l]) << ctx.layout[l].name;
+  }
+}
+
 TEST(GradiVeQ, BadInputAndFactory) {
   comm::LocalCommunicator local;
   GradiVeQ q(smallSchedule());
