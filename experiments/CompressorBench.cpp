@@ -7,7 +7,16 @@
 // as measured on the payload. Prints a table; appends JSON lines to --out.
 // Compressors are built without error feedback (the codec alone is measured).
 // A --compressors entry is a name or `name:{yaml options}`, e.g.
-// `thc:{deployment: allreduce, rotation_block_log2: 12}`. When --out ends in
+// `thc:{deployment: allreduce, rotation_block_log2: 12}`. The reference entry
+// `fwht:{block_log2: L}` times the Walsh–Hadamard butterflies alone, forward
+// and inverse in 2^L blocks (compress/Hadamard.h fwhtInPlace, twice): every
+// THC codec with that block computes them besides its signs, quantisation and
+// packing, so its GB/s bound THC's from above (the summary after the table
+// gives the share of the 0.2x target's time they take). GradiVeQ compresses
+// conv weights only, and only after its warm-up and sampling phases: its row
+// lays the gradient out as [16, 16, 4, 4] conv weights, runs `warmup` (0) and
+// `samples` (8) aggregations of the gradient plus a 5% perturbation per step,
+// and then times its compressed phase (gradiveqPhaseOptions). When --out ends in
 // ".jsonl", the run's results are also written as a markdown table next to it
 // (same stem, ".md"; replaced each run) with the targets (ratio to
 // memcpy: fp16/bf16/cnat >= 0.5, thc allreduce with partial rotation >= 0.2,
@@ -17,9 +26,12 @@
 
 #include "comm/LocalCommunicator.h"
 #include "compress/Factory.h"
+#include "compress/GradiVeQ.h"
+#include "compress/Hadamard.h"
 #include "compress/SimdKernels.h"
 #include "util/Error.h"
 #include "util/Median.h"
+#include "util/Yaml.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -110,6 +122,84 @@ double targetRatio(const Spec& s) {
   return 0.0;
 }
 
+// GradiVeQ's bench options: its sampling phase shortened to 8 steps after no
+// warm-up, unless the spec sets them.
+std::string gradiveqPhaseOptions(const std::string& options) {
+  std::string o = withoutErrorFeedback(options);
+  const auto close = o.rfind('}');
+  if (o.find("warmup") == std::string::npos) o.insert(close, ", warmup: 0");
+  if (o.find("samples") == std::string::npos) o.insert(o.rfind('}'), ", samples: 8");
+  return o;
+}
+
+// d coordinates as [16, 16, 4, 4] conv weights (4096 each), the rest flat.
+std::vector<compress::TensorSlot> convLayout(int64_t d) {
+  std::vector<compress::TensorSlot> slots;
+  for (int64_t off = 0; off + 4096 <= d; off += 4096)
+    slots.push_back({fmt::format("conv{}.weight", slots.size()), {16, 16, 4, 4}, off, 4096});
+  return slots;
+}
+
+// Runs GradiVeQ's warm-up and sampling aggregations until its bases exist, on x
+// plus 5% Gaussian noise per step (the samples differ, as gradients do).
+void reachCompressedPhase(compress::Compressor& c, const at::Tensor& x, compress::Context& ctx) {
+  auto* g = dynamic_cast<compress::GradiVeQ*>(&c);
+  GZ_CHECK(g != nullptr, "bench compressors: gradiveq is not a GradiVeQ");
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const double scale = 0.05 * x.norm().item<double>() / std::sqrt(static_cast<double>(x.numel()));
+  for (int i = 0; g->phase() != compress::GradiVeQ::Phase::Compressed; ++i) {
+    GZ_CHECK(i < 100000, "bench compressors: gradiveq never reached its compressed phase");
+    ctx.step = i;
+    c.aggregate(x + at::randn({x.numel()}, gen, at::kFloat) * scale, ctx);
+  }
+}
+
+// The reference entry `fwht:{block_log2: L}` (the butterflies alone).
+bool isFwht(const Spec& s) { return s.name == "fwht"; }
+
+int fwhtBlockLog2(const Spec& s) {
+  auto r = YamlReader::loadString(s.options.empty() ? "{}" : s.options, "<fwht options>");
+  const int b = static_cast<int>(r.getInt("block_log2", 10, 3, 24));
+  r.finish();
+  return b;
+}
+
+// A THC spec's rotation_block_log2 (-1 when it has none).
+int thcBlockLog2(const Spec& s) {
+  if (s.name != "thc" || s.options.empty()) return -1;
+  const YAML::Node n = YAML::Load(s.options);
+  return n["rotation_block_log2"] ? n["rotation_block_log2"].as<int>() : -1;
+}
+
+// Times fwhtInPlace forward and inverse over a copy of x, like a codec's
+// encode+decode (Payload-free); vNMSE of H·H·x/B against x.
+class FwhtReference {
+ public:
+  FwhtReference(const at::Tensor& x, int blockLog2)
+      : x_(x), block_(int64_t{1} << blockLog2), padded_((x.numel() + block_ - 1) / block_ * block_),
+        buf_(static_cast<size_t>(padded_), 0.0f) {}
+  void restore() { std::memcpy(buf_.data(), x_.data_ptr<float>(), sizeof(float) * x_.numel()); }
+  // The two transforms on a fresh copy of x (the copy is not timed).
+  double timed() {
+    restore();
+    auto a = Clock::now();
+    compress::fwhtInPlace(buf_.data(), padded_, block_);  // forward
+    compress::fwhtInPlace(buf_.data(), padded_, block_);  // inverse (H is its own inverse up to B)
+    auto b = Clock::now();
+    return seconds(a, b);
+  }
+  double vnmse() {
+    timed();
+    at::Tensor y = at::from_blob(buf_.data(), {x_.numel()}, at::kFloat).div(static_cast<double>(block_));
+    return (x_ - y).square().sum().item<double>() / x_.square().sum().item<double>();
+  }
+
+ private:
+  at::Tensor x_;
+  int64_t block_, padded_;
+  std::vector<float> buf_;
+};
+
 std::string readFirstLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -167,7 +257,9 @@ void writeMarkdown(const std::string& path, const std::vector<Row>& rows, const 
       "time of copying the same 4d bytes between two buffers, the second of two back-to-back copies, timed alternately with that row's encode+decode repeats (so both "
       "see the same machine load); ratio = GB/s / memcpy GB/s. vNMSE = ||x - decode(encode(x))||² / ||x||² on the fixed "
       "synthetic gradient (log-normal magnitudes, random signs); bits/coord as declared (equal to the measured "
-      "payload). Error feedback off.\n\n",
+      "payload). Error feedback off. gradiveq: the gradient laid out as [16, 16, 4, 4] conv weights, timed in its "
+      "compressed phase after `warmup` (0) and `samples` (8) aggregations of it plus 5% noise per step; its "
+      "vNMSE is of a gradient its bases were sampled around, so it measures the codec's cost, not its loss.\n\n",
       repeats);
   md << "| compressor | options | d | GB/s | memcpy GB/s | ratio | target | met? | vNMSE | bits/coord |\n";
   md << "|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n";
@@ -176,8 +268,31 @@ void writeMarkdown(const std::string& path, const std::vector<Row>& rows, const 
     md << fmt::format("| {} | {} | 2^{} | {:.3f} | {:.3f} | {:.3f} | {} | {} | {:.4g} | {:.4f} |\n", r.spec.name,
                       r.spec.options.empty() ? std::string("defaults") : "`" + r.spec.options + "`",
                       static_cast<int>(std::lround(std::log2(static_cast<double>(r.d)))), r.gbps, r.memcpyGbps,
-                      ratio, target > 0 ? fmt::format(">= {}", target) : std::string("—"),
+                      ratio, target > 0 ? fmt::format(">= {}", target) : isFwht(r.spec) ? "bound" : std::string("—"),
                       target > 0 ? (ratio >= target ? "yes" : "**no**") : "—", r.vnmse, r.bits);
+  }
+  // Where both were measured: the share of the time a THC row's 0.2x target
+  // allows (4d bytes at 0.2 x memcpy) that the butterflies alone take.
+  bool header = false;
+  for (const auto& f : rows) {
+    if (!isFwht(f.spec)) continue;
+    for (const auto& t : rows) {
+      if (t.d != f.d || targetRatio(t.spec) != 0.2 || thcBlockLog2(t.spec) != fwhtBlockLog2(f.spec)) continue;
+      if (!header) {
+        md << "\n## The butterflies' share of THC's 0.2x budget\n\n"
+              "The `fwht` rows time the Walsh–Hadamard butterflies alone, forward and inverse, at the THC row's "
+              "block: work every THC all-reduce codec does besides its random signs, norms, noise, quantisation, "
+              "packing and unpacking. Share = (time of the butterflies) / (time the 0.2x target allows) = 0.2 x "
+              "memcpy GB/s (the THC row's) / fwht GB/s; the rest of the codec has to fit in what is left.\n\n"
+              "| d | block | fwht GB/s | THC GB/s | 0.2x memcpy GB/s | butterflies' share of the budget | left for the rest |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|\n";
+        header = true;
+      }
+      const double budget = 0.2 * t.memcpyGbps, share = budget / f.gbps;
+      md << fmt::format("| 2^{} | 2^{} | {:.3f} | {:.3f} | {:.3f} | {:.0f}% | {:.0f}% |\n",
+                        static_cast<int>(std::lround(std::log2(static_cast<double>(f.d)))), fwhtBlockLog2(f.spec),
+                        f.gbps, t.gbps, budget, 100 * share, 100 * (1 - share));
+    }
   }
 }
 
@@ -217,8 +332,36 @@ int benchCompressors(const BenchCompressorsArgs& args) {
     const double bytes = 4.0 * static_cast<double>(d);
     MemcpyProbe probe(static_cast<int64_t>(bytes));
     for (const auto& spec : specs) {
-      auto comp = compress::makeCompressor(spec.name, withoutErrorFeedback(spec.options));
+      if (isFwht(spec)) {
+        FwhtReference f(x, fwhtBlockLog2(spec));
+        const double vnmse = f.vnmse();
+        std::vector<double> t, m;
+        for (int r = 0; r < args.repeats; ++r) {
+          m.push_back(probe.copy());
+          f.timed();  // re-warms what the copies evicted
+          t.push_back(f.timed());
+        }
+        const double gbps = bytes / median(t) / 1e9, memcpyGbps = bytes / median(m) / 1e9;
+        fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9}  {}\n", spec.name, d, gbps,
+                   memcpyGbps, gbps / memcpyGbps, vnmse, 32.0, "-", spec.options);
+        rows.push_back({spec, d, gbps, memcpyGbps, vnmse, 32.0});
+        if (out.is_open())
+          out << nlohmann::json{{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options},
+                                {"d", d}, {"gbps", gbps}, {"memcpy_gbps", memcpyGbps}, {"ratio", gbps / memcpyGbps},
+                                {"vnmse", vnmse}, {"bits", 32.0}, {"repeats", args.repeats}, {"threads", 1},
+                                {"simd", compress::simd::levelName(compress::simd::level())}}
+                     .dump()
+              << "\n";
+        continue;
+      }
+      const bool gradiveq = spec.name == "gradiveq";
+      auto comp = compress::makeCompressor(
+          spec.name, gradiveq ? gradiveqPhaseOptions(spec.options) : withoutErrorFeedback(spec.options));
       compress::Context ctx{local, nullptr, "engine", {}, /*seed=*/1, /*bucket=*/0, /*step=*/0, nullptr};
+      if (gradiveq) {
+        ctx.layout = convLayout(d);
+        reachCompressedPhase(*comp, x, ctx);
+      }
       // The first round (fresh state) gives vNMSE and the payload size, and warms up.
       compress::Payload p = comp->encode(x, ctx);
       const at::Tensor y = comp->decode(p, d, ctx);
