@@ -14,12 +14,14 @@ ArTopKOptions ArTopKOptions::fromYaml(YamlReader& r) {
   ArTopKOptions o;
   o.cr = r.getDouble("cr", o.cr, 1e-9, 1.0);
   o.mode = r.getEnum("mode", o.mode, {"star", "var"});
+  o.fused = r.getBool("fused", o.fused);
   return o;
 }
 
 void ArTopKOptions::toYaml(YAML::Node& n) const {
   n["cr"] = cr;
   n["mode"] = mode;
+  n["fused"] = fused;
 }
 
 int64_t ArTopKOptions::k(int64_t d) const {

@@ -10,12 +10,23 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 
 namespace gradzip::trainer {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
+
+int64_t bucketBytesFor(const Plan& plan, int64_t bucketBytes, bool controlled) {
+  if (controlled || plan.compressor != "artopk") return bucketBytes;
+  const YAML::Node fused = plan.options["fused"];  // validated when the plan was built
+  if (fused && !fused.as<bool>()) return bucketBytes;
+  spdlog::info("GradSync: {} runs on the fused whole-model gradient (one bucket; comm.bucket_mb not used; "
+               "artopk: {{fused: false}} runs one per bucket)",
+               plan.key());
+  return std::numeric_limits<int64_t>::max();
+}
 
 GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, comm::Communicator& comm,
                    GradSyncOptions opts, const Plan& plan)

@@ -165,7 +165,8 @@ struct Trainer::Impl final : ControlledLoop {
     schedule = std::make_unique<LrSchedule>(cfg.schedule, lr, totalSteps, perEpoch);
 
     GradSyncOptions so;
-    so.bucketBytes = static_cast<int64_t>(cfg.comm.bucketMb * 1048576.0);
+    so.bucketBytes = bucketBytesFor(cfg.plan, static_cast<int64_t>(cfg.comm.bucketMb * 1048576.0),
+                                    cfg.controller.has_value());
     so.seed = cfg.run.seed;
     so.overlap = cfg.comm.overlap;
     auto named = model->named_parameters();

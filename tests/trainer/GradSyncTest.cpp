@@ -7,9 +7,11 @@
 #include "trainer/GradSync.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <limits>
 
 using namespace gradzip;
 using gradzip::testing::runRanks;
@@ -100,6 +102,42 @@ TEST(GradSync, UnusedParameterContributesZeroAndDoesNotHang) {
     sync.finishStep();
     EXPECT_TRUE(torch::allclose(used.grad(), torch::full({4}, 1.5f)));
     EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({3})));
+  });
+}
+
+// AR-TopK runs on the fused whole-model gradient (flexible-communication paper
+// Alg. 1): a static AR-TopK plan gets one bucket whatever the cap, `fused:
+// false` and runs under the controller keep the cap, other plans too. On two
+// ranks the fused plan keeps the k = cr·d largest coordinates of the whole
+// gradient (STAR: rank 0's indices at step 0), not k per parameter: with cr
+// 0.25 over a (6 + 2)-coordinate model whose large entries all sit in `a`, the
+// two kept coordinates are both in `a` and `b` is all zeros, where per-bucket
+// AR-TopK would keep one coordinate of `b` too.
+TEST(GradSync, AStaticArTopKPlanRunsOnTheFusedWholeModelGradient) {
+  auto artopk = [](const char* options) {
+    trainer::Plan p = plan("artopk", "ring");
+    p.options = YAML::Load(options);
+    return p;
+  };
+  const int64_t cap = 16;  // bytes: one parameter a bucket
+  EXPECT_EQ(trainer::bucketBytesFor(artopk("{cr: 0.25}"), cap, false), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(trainer::bucketBytesFor(artopk("{cr: 0.25, fused: false}"), cap, false), cap);
+  EXPECT_EQ(trainer::bucketBytesFor(artopk("{cr: 0.25}"), cap, true), cap);
+  EXPECT_EQ(trainer::bucketBytesFor(plan("topk", "allgather"), cap, false), cap);
+  runRanks(2, [&](comm::Communicator& c) {
+    auto a = torch::zeros({6}, torch::requires_grad());
+    auto b = torch::zeros({2}, torch::requires_grad());
+    trainer::GradSyncOptions o;
+    o.bucketBytes = trainer::bucketBytesFor(artopk("{cr: 0.25, error_feedback: false}"), cap, false);
+    trainer::GradSync sync({{"a", a}, {"b", b}}, c, o, artopk("{cr: 0.25, error_feedback: false}"));
+    ASSERT_EQ(sync.numBuckets(), 1);
+    sync.beginStep(0);
+    const auto wa = torch::tensor({10.f, -9.f, 1.f, 2.f, 3.f, 4.f}), wb = torch::tensor({5.f, 6.f});
+    ((a * wa).sum() + (b * wb).sum()).backward();
+    sync.finishStep();
+    // Both ranks had the same gradient: the mean keeps a[0], a[1] (the two largest of 8).
+    EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({10.f, -9.f, 0.f, 0.f, 0.f, 0.f}))) << a.grad();
+    EXPECT_TRUE(torch::equal(b.grad(), torch::zeros({2}))) << b.grad();
   });
 }
 
