@@ -302,7 +302,9 @@ struct ControllerOptions {
   // target in fewer steps. Changing family is the business of the first
   // decision and of network decisions, which see a different link. Under
   // "family" a gain decision screens that grid alone (0.6 s of each such
-  // decision went to screening all 97 default candidates on ResNet-20).
+  // decision went to screening all 97 candidates of the default grid then,
+  // on ResNet-20; 90 since PowerSGD rank 1 and the 2-bit THC all-reduce left
+  // it on 11-29).
   std::string gainScope = "family";
   double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
   // Bandwidth soundings (trainer/BandwidthSounding.h) while the running plan
