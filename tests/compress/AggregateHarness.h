@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <memory>
+#include <sstream>
 
 namespace gradzip::testing {
 
@@ -54,6 +55,18 @@ inline void expectIdenticalAcrossRanks(comm::Communicator& c, const at::Tensor& 
   for (int r = 1; r < c.size(); ++r)
     EXPECT_EQ(std::memcmp(all[0].data_ptr(), all[r].data_ptr(), mine.numel() * mine.element_size()), 0)
         << "rank " << r << " differs from rank 0";
+}
+
+// `from`'s checkpoint state loaded into `to` through a serialized archive, as a
+// checkpoint file carries it.
+inline void checkpointRoundTrip(const compress::Compressor& from, compress::Compressor& to) {
+  torch::serialize::OutputArchive out;
+  from.save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  to.load(in);
 }
 
 inline bool bitEqual(const at::Tensor& a, const at::Tensor& b) {

@@ -104,14 +104,8 @@ TEST(ErrorFeedback, ResidualRoundTripsThroughSaveAndLoad) {
   Context ctx = testing::contextFor(local);
   auto a = makeCompressor("topkc", "{chunk: 16, bits: 2}");
   for (int64_t t = 0; t < 3; ++t) a->aggregate(testing::gaussianInput(1000, 0, 70, t), ctx);
-  torch::serialize::OutputArchive out;
-  a->save(out);
-  std::stringstream buf;
-  out.save_to(buf);
-  torch::serialize::InputArchive in;
-  in.load_from(buf);
   auto b = makeCompressor("topkc", "{chunk: 16, bits: 2}");
-  b->load(in);
+  testing::checkpointRoundTrip(*a, *b);
   EXPECT_TRUE(testing::bitEqual(dynamic_cast<ErrorFeedback&>(*a).residual(),
                                 dynamic_cast<ErrorFeedback&>(*b).residual()));
   at::Tensor g = testing::gaussianInput(1000, 0, 70, 3);

@@ -137,14 +137,8 @@ TEST(PowerSgd, QStateRoundTripsThroughSaveAndLoad) {
     ctx.step = step;
     original.aggregate(testing::gaussianInput(1546, 0, 50, step), ctx);
   }
-  torch::serialize::OutputArchive out;
-  original.save(out);
-  std::stringstream buf;
-  out.save_to(buf);
-  torch::serialize::InputArchive in;
-  in.load_from(buf);
   PowerSgd restored;
-  restored.load(in);
+  testing::checkpointRoundTrip(original, restored);
   // A different seed would give a different fresh Q: equality proves Q was restored.
   Context other = ctx;
   other.seed = 999;

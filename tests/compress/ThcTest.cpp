@@ -7,6 +7,7 @@
 #include "compress/Factory.h"
 #include "compress/SaturatingPackedSum.h"
 #include "compress/StochasticQuantize.h"
+#include "tests/compress/AggregateHarness.h"
 #include "tests/compress/SimdLevels.h"
 #include "compress/ThcTable.h"
 #include "compress/ThcTableKernels.h"
@@ -410,15 +411,6 @@ TEST(Thc, ParameterServerSumsDecodeByAbsoluteCoordinate) {
 TEST(Thc, CheckpointCarriesTheQuantiserAndRefusesAnotherOne) {
   comm::LocalCommunicator local;
   Context ctx{local};
-  auto roundTrip = [](const Compressor& from, Compressor& to) {
-    torch::serialize::OutputArchive out;
-    from.save(out);
-    std::stringstream buf;
-    out.save_to(buf);
-    torch::serialize::InputArchive in;
-    in.load_from(buf);
-    to.load(in);
-  };
   for (const char* opts : {"{}", "{deployment: allreduce, rotation_block_log2: 8}", "{granularity: 0}"}) {
     SCOPED_TRACE(opts);
     auto a = makeCompressor("thc", opts);
@@ -427,7 +419,7 @@ TEST(Thc, CheckpointCarriesTheQuantiserAndRefusesAnotherOne) {
       a->aggregate(at::randn({3000}, at::make_generator<at::CPUGeneratorImpl>(40 + t)), ctx);
     }
     auto b = makeCompressor("thc", opts);
-    roundTrip(*a, *b);
+    testing::checkpointRoundTrip(*a, *b);
     ctx.step = 3;
     const at::Tensor g = at::randn({3000}, at::make_generator<at::CPUGeneratorImpl>(43));
     EXPECT_TRUE(at::equal(a->aggregate(g, ctx).mean, b->aggregate(g, ctx).mean));
@@ -437,7 +429,7 @@ TEST(Thc, CheckpointCarriesTheQuantiserAndRefusesAnotherOne) {
   a->aggregate(at::randn({3000}), ctx);
   auto otherP = makeCompressor("thc", "{p: 0.0625}");
   try {
-    roundTrip(*a, *otherP);
+    testing::checkpointRoundTrip(*a, *otherP);
     ADD_FAILURE() << "no UserError";
   } catch (const UserError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("checkpoint: THC was saved with bits 4, p 0.03125"));
