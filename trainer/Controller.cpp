@@ -98,6 +98,8 @@ Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSyn
   std::filesystem::create_directories(dir);
   planLog_.open(dir + "/plans.jsonl", std::ios::app);
   GZ_CHECK(planLog_.good(), "cannot write {}/plans.jsonl", dir);
+  undoneLog_.open(dir + "/undone.jsonl", std::ios::app);
+  GZ_CHECK(undoneLog_.good(), "cannot write {}/undone.jsonl", dir);
   spdlog::info("controller: {} candidate plans over {}; deciding for {} of {} buckets{}", candidates_.size(),
                fmt::join(opts_.families, ", "), large_.size(), sync_.numBuckets(),
                opts_.pin ? fmt::format(" (pinned to {})", opts_.pin->key()) : "");
@@ -255,6 +257,12 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
   planLog_.flush();
   planSteps_ = 0;
   resetMeasurements();
+}
+
+void Controller::logUndone(int64_t step, const std::string& plan, int64_t steps, const char* by) {
+  if (steps <= 0) return;
+  undoneLog_ << nlohmann::json{{"step", step}, {"plan", plan}, {"steps", steps}, {"by", by}}.dump() << "\n";
+  undoneLog_.flush();
 }
 
 void Controller::addTimings(OverlapTimings& into) {
@@ -661,11 +669,13 @@ void Controller::save(torch::serialize::OutputArchive& ar) const {
 }
 
 void Controller::resumed(int64_t step) {
-  const std::string plans = fmt::format("{}/rank{}/plans.jsonl", runDir_, comm_.rank());
-  planLog_.close();
-  keepJsonLinesThrough(plans, step);
-  planLog_.open(plans, std::ios::app);
-  GZ_CHECK(planLog_.good(), "cannot write {}", plans);
+  for (auto [log, name] : {std::pair{&planLog_, "plans"}, std::pair{&undoneLog_, "undone"}}) {
+    const std::string path = fmt::format("{}/rank{}/{}.jsonl", runDir_, comm_.rank(), name);
+    log->close();
+    keepJsonLinesThrough(path, step);
+    log->open(path, std::ios::app);
+    GZ_CHECK(log->good(), "cannot write {}", path);
+  }
   if (comm_.rank() != 0) return;
   keepJsonLinesThrough(runDir_ + "/decisions.jsonl", step);
   writeDecision(nlohmann::json{{"step", step}, {"event", "resume"}, {"plan", active_.key()}}.dump());

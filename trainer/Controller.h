@@ -66,7 +66,17 @@
 // measurements) and a follow-up: the mean step time of the followup_steps
 // steps after the 10 the detectors calibrate on, against the prediction,
 // both split into base and exposed sync. Each
-// rank appends its plan changes to <run>/rank<r>/plans.jsonl.
+// rank appends its plan changes to <run>/rank<r>/plans.jsonl ({"step": s,
+// "plan": P, "bits": b}: the large buckets run P from step s + 1 on) and
+// the steps it trained and then undid to <run>/rank<r>/undone.jsonl
+// ({"step": s, "plan": P, "steps": n, "by": "exploration" or
+// "provisional_rewind"}: from the state after step s, steps s + 1 ... s + n
+// ran P and were undone, back to that state, between the kept steps s and
+// s + 1). Together they give the plan of every step a rank trained, the
+// undone ones included (a plans.jsonl record at a step before the last one's
+// is the rewind's: the kept path from there on); plans.jsonl keeps one
+// record per change, as its readers expect (experiments/python/
+// replay_knee.py takes each of its lines for a change).
 // α comes from a short probe at start (1 and 4 KB messages, at most 0.5 s),
 // β from the collectives of the first steps (the initial plan's), or from the
 // full probe where they are too close to their latency term to give one; both
@@ -305,7 +315,12 @@ class Controller {
   // margin 0; an infinite `against` stops nothing).
   // `statFloor`: the candidate's screened statistical cost, below which its
   // few explored steps do not bring it (their residual is still building up).
-  Measured explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against, double statFloor);
+  // The steps it ran go to undone.jsonl as undone from `step`.
+  Measured explore(int64_t step, const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against,
+                   double statFloor);
+  // Appends to this rank's undone.jsonl: `steps` steps after `step` ran
+  // `plan` (a key) and were undone `by` exploration or the provisional rewind.
+  void logUndone(int64_t step, const std::string& plan, int64_t steps, const char* by);
   // opts_.stat of `plan`'s statistics (statisticalCost), at least `floor`:
   // its screened cost, where the statistics come from steps run before its
   // error-feedback residual has built up (explored, or since the last decision).
@@ -426,7 +441,7 @@ class Controller {
     double sumBase = 0, sumExposed = 0;
     int64_t count = 0;
   } followup_;
-  std::ofstream planLog_;
+  std::ofstream planLog_, undoneLog_;  // rank<r>/plans.jsonl, rank<r>/undone.jsonl
   // Bandwidth soundings (rank 0 decides and keeps the verdicts).
   BandwidthSounding sounding_;
   at::Tensor soundBuffer_;

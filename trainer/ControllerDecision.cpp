@@ -324,6 +324,7 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
   const bool moves = chosen >= 0 && !(candidates_[size_t(chosen)].plan == active_);
   const bool rewind = moves && !rewindState_.empty();
   const int64_t from = rewind ? rewindStep_ : step;
+  if (rewind) logUndone(from, active_.key(), step - from, "provisional_rewind");
   if (moves) applyPlan(candidates_[size_t(chosen)].plan, from);
   if (rewind) {
     // The steps so far measured; undone, they leave no trace of what they
@@ -357,15 +358,17 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
   return charged;
 }
 
-Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against,
-                                        double statFloor) {
+Controller::Measured Controller::explore(int64_t step, const Plan& plan, ControlledLoop& loop, bool race,
+                                        const Objectives& against, double statFloor) {
   Measured out;
   const Plan before = active_;
   for (int k : large_) sync_.setPlan(k, plan);
   std::vector<double> steps, syncs;
+  int64_t ran = 0;  // steps trained, the untimed first included
   try {
     for (int64_t i = 0; i < opts_.exploreSteps; ++i) {
       const auto m = loop.exploreStep();
+      ++ran;
       if (i == 0) continue;  // builds the compressor and its caches
       steps.push_back(m.step);
       syncs.push_back(std::max(0.0, m.step - m.compute));
@@ -394,7 +397,9 @@ Controller::Measured Controller::explore(const Plan& plan, ControlledLoop& loop,
     spdlog::warn("controller: exploring {} produced a non-finite gradient ({}); not a candidate this time", plan.key(),
                  e.what());
   }
+  const std::string ranKey = sync_.plan(large_.front()).key();  // what the buckets ran, as GradSync holds it
   for (int k : large_) sync_.setPlan(k, before);
+  logUndone(step, ranKey, ran, "exploration");
   return out;
 }
 
@@ -706,7 +711,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     const Objectives against = paretoFront(sofar).empty()
                                    ? Objectives{INFINITY, INFINITY}
                                    : sofar[opts_.kneeOf(sofar)];
-    measured.push_back(explore(candidates_[i].plan, loop, race, against, floor[size_t(i)]));
+    measured.push_back(explore(step, candidates_[i].plan, loop, race, against, floor[size_t(i)]));
     if (measured.back().ok)
       sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
     sync_.keepOnly(keys);

@@ -1,9 +1,10 @@
-// A run's append-only logs (tta.jsonl/csv, decisions.jsonl, rank<r>/plans.jsonl)
-// after a resume. A kill lands after the last checkpoint, so each log holds
-// lines of steps the resumed run trains again; they are dropped, else those
-// steps would be logged twice (and `gradzip simulate` would read the undone
-// steps' gradient noise and follow-ups next to the redone ones). A line torn
-// by the kill does not parse and is dropped with them.
+// A run's append-only logs (tta.jsonl/csv, decisions.jsonl, rank<r>/plans.jsonl
+// and rank<r>/undone.jsonl) after a resume. A kill lands after the last
+// checkpoint, so each log holds lines of steps the resumed run trains again;
+// they are dropped, else those steps would be logged twice (and `gradzip
+// simulate` would read the undone steps' gradient noise and follow-ups next
+// to the redone ones). A line torn by the kill does not parse and is dropped
+// with them.
 #pragma once
 
 #include <cstdint>

@@ -40,6 +40,47 @@ int envInt(const char* name, int def) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : def;
 }
+
+// Every tensor of `ar` into `out` under prefix + its key, nested archives
+// walked (each also named by an empty entry "prefix/key/": a compressor that
+// keeps no tensors is there too); numbers as 0-d tensors, other values (a
+// plan key) as the bytes of their printed form.
+void archiveTensors(torch::serialize::InputArchive& ar, const std::string& prefix, StateTensors& out) {
+  for (const auto& key : ar.keys()) {
+    torch::serialize::InputArchive sub;
+    if (ar.try_read(key, sub)) {
+      out.emplace_back(prefix + key + "/", at::empty({0}));
+      archiveTensors(sub, prefix + key + "/", out);
+      continue;
+    }
+    c10::IValue v;
+    ar.read(key, v);
+    if (v.isTensor() || v.isDouble() || v.isInt() || v.isBool()) {
+      out.emplace_back(prefix + key, v.isTensor()   ? v.toTensor()
+                                     : v.isDouble() ? torch::tensor(v.toDouble(), torch::kDouble)
+                                     : v.isInt()    ? torch::tensor(v.toInt(), torch::kLong)
+                                                    : torch::tensor(v.toBool()));
+      continue;
+    }
+    std::ostringstream printed;
+    printed << v;
+    const std::string text = printed.str();
+    out.emplace_back(prefix + key, torch::tensor(std::vector<uint8_t>(text.begin(), text.end()), torch::kUInt8));
+  }
+}
+
+// The tensors of what `save` writes (an object's own serialization), under `prefix`.
+void savedTensors(const std::function<void(torch::serialize::OutputArchive&)>& save, const std::string& prefix,
+                  StateTensors& out) {
+  torch::serialize::OutputArchive o;
+  save(o);
+  std::ostringstream os;
+  o.save_to(os);
+  std::istringstream is(os.str());
+  torch::serialize::InputArchive in;
+  in.load_from(is);
+  archiveTensors(in, prefix, out);
+}
 }  // namespace
 
 struct Trainer::Impl final : ControlledLoop {
@@ -230,6 +271,7 @@ struct Trainer::Impl final : ControlledLoop {
   }
 
   std::string snapshot() override {
+    if (observer) observer("snapshot", step, liveState());
     torch::serialize::OutputArchive ar;
     writeState(ar);
     std::ostringstream os;
@@ -238,10 +280,48 @@ struct Trainer::Impl final : ControlledLoop {
   }
 
   void restore(const std::string& snap) override {
+    if (observer) observer("before_restore", step, liveState());
     std::istringstream is(snap);
     torch::serialize::InputArchive ar;
     ar.load_from(is);
     readState(ar);
+    if (observer) observer("restored", step, liveState());
+  }
+
+  StateObserver observer;  // tests (Trainer::observeSnapshots)
+
+  // The state writeState() keeps, read from the objects that hold it
+  // (Trainer.h StateTensors).
+  StateTensors liveState() {
+    StateTensors out;
+    for (auto& kv : model->named_parameters()) out.emplace_back("model/" + kv.key(), kv.value().detach().clone());
+    for (auto& kv : model->named_buffers()) out.emplace_back("buffer/" + kv.key(), kv.value().detach().clone());
+    auto& groups = optimizer->param_groups();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string group = fmt::format("optimizer/group{}/", g);
+      savedTensors([&](auto& o) { groups[g].options().serialize(o); }, group + "options/", out);
+      const auto& params = groups[g].params();
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::string prefix = fmt::format("{}param{}/", group, i);
+        const auto it = optimizer->state().find(params[i].unsafeGetTensorImpl());
+        if (it == optimizer->state().end())
+          out.emplace_back(prefix + "none", torch::empty({0}));  // no step yet: no momentum
+        else
+          savedTensors([&](auto& o) { it->second->serialize(o); }, prefix, out);
+      }
+    }
+    savedTensors([&](auto& o) { sync->save(o); }, "gradsync/", out);
+    out.emplace_back("gradsync/residual_norm", torch::tensor(sync->residualNorm(), torch::kDouble));
+    std::vector<double> progress = {double(step), double(samples), double(bytes), trainSeconds, best,
+                                    double(evalsWithoutImprovement), double(skippedSteps)};
+    for (double* f : accumulatorFields()) progress.push_back(*f);
+    for (int64_t* f : counterFields()) progress.push_back(double(*f));
+    out.emplace_back("progress/fields", torch::tensor(progress, torch::kDouble));
+    const auto st = train->state();
+    out.emplace_back("data/epoch", torch::tensor(st.epoch, torch::kLong));
+    out.emplace_back("data/position", torch::tensor(st.position, torch::kLong));
+    out.emplace_back("rng/torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+    return out;
   }
 
   // Picks the checkpoint every rank resumes from. Ranks checkpoint at the same
@@ -605,5 +685,6 @@ struct Trainer::Impl final : ControlledLoop {
 Trainer::Trainer(TrainConfig cfg, comm::Communicator& comm) : impl_(std::make_unique<Impl>(std::move(cfg), comm)) {}
 Trainer::~Trainer() = default;
 TrainResult Trainer::run(bool resume) { return impl_->run(resume); }
+void Trainer::observeSnapshots(StateObserver observer) { impl_->observer = std::move(observer); }
 
 }  // namespace gradzip::trainer
