@@ -1366,16 +1366,19 @@ TEST_F(ControllerTrainTest, MeasuresAdamsStatisticsInItsUpdateGeometry) {
 TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   // Two ranks in network namespaces; the link is unshaped for the first 0.03
   // epoch (~28 steps of 2 x 32 images, plus the progress file's lag) and
-  // 10 Mbit/s after that (a rate
-  // schedule in epochs). On the fast link the controller keeps a dense plan
-  // (time_weight 0.3 favours accuracy: an MLP step is ~2 ms of compute and the
-  // fp16 exchange well under that); at 10 Mbit/s the fp16 gradient (100 KB)
-  // takes ~80 ms a step and a sparse plan wins by an order of magnitude.
-  // Stated bound: a decision moves to a cheaper plan within 30 steps of the
-  // slowdown (the median of 9 observations flips after 5, the change must
-  // persist 5 more steps, and checks come every 5 steps; network_interval =
-  // 10 after an earlier decision could add to that), and every rank runs the
-  // same plan at every step.
+  // 10 Mbit/s after that (a rate schedule in epochs). At 10 Mbit/s the fp16
+  // gradient (100 KB) takes ~80 ms a step, so a plan with fewer bits than
+  // fp16 wins by an order of magnitude. On the fast link the controller
+  // usually keeps fp16 (time_weight 0.3 favours accuracy), but a loaded host
+  // can make the namespace link look slow enough (80 Mbit/s seen) for TopK
+  // 10% there, so the test states what holds either way. Stated bound: a
+  // decision moves to (or keeps) a plan with fewer bits than fp16 within 30
+  // steps of the launcher's change (the median of 9 observations flips after
+  // 5, the change must persist 5 more steps, checks come every 5 steps, and
+  // network_interval = 10 after an earlier decision can add to that); the
+  // first decision whose α-β refit sees the slow link (within 3x of 10
+  // Mbit/s) runs such a plan; a move is in the plan log; and every rank runs
+  // the same plan at every step.
   auto o = launchEmulated("0e:unshaped,0.03e:10", "max_steps: 200, eval_every: 5, eval_batches: 1",
                           "families: [fp32, fp16, topk, topkc], time_weight: 0.3, warmup_steps: 10, check_every: 5,"
                           " min_interval: 20, network_interval: 10, explore: 2, explore_steps: 3,"
@@ -1384,34 +1387,23 @@ TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
   const std::string run = dir.path() + "/s";
   // Where the launcher changed the link (937 steps of 2 x 32 images make an
   // epoch; it polls the progress file, so the change lands up to ~0.5 s
-  // after 0.03 epoch). The TTA rows (5 steps each) show when steps became
-  // 3x slower (slowRow, below).
+  // after 0.03 epoch).
   const int64_t applied = scheduleStep(o.text, "10 Mbit/s", 937.0);
   ASSERT_GE(applied, 0) << o.text;
-  const auto rows = jsonLines(run + "/tta.jsonl");
-  std::vector<double> early;
-  for (const auto& r : rows)
-    if (r["step"].get<int64_t>() <= applied) early.push_back(r["breakdown"]["step"].get<double>());
-  ASSERT_FALSE(early.empty());
-  std::sort(early.begin(), early.end());
-  const double fast = early[early.size() / 2];
   std::string windows;  // every TTA row's step, plan and mean step, for the messages
-  for (const auto& r : rows)
+  for (const auto& r : jsonLines(run + "/tta.jsonl"))
     windows += fmt::format("{} {} {:.4f}; ", r["step"].get<int64_t>(), r["plan"].get<std::string>(),
                            r["breakdown"]["step"].get<double>());
-  // The decisions after the change. (1) `moved`: the first to run a plan
-  // with fewer bits on the wire than fp16 and no more than the one in force
-  // (a decision while the link was slowing may have moved already, and
-  // keeping its choice is then right), whatever link rate its refit saw.
-  // (2) The first whose α-β refit sees the slow link (within 3x of the
-  // configured 10 Mbit/s; one taken while the link was still changing can
-  // see a rate in between) runs such a plan too. Along the way: the plan in
-  // force when the launcher changed the link (the start's, then each
-  // provisional step's and decision's choice).
-  std::string inForce, atChange, seen;
+  // Along the decision log: the plan in force (the start's, then each
+  // provisional step's and decision's choice) and the one in force when the
+  // launcher changed the link; `moved`, the first decision after the change
+  // to run a plan with fewer bits than fp16 and no more than the one in force
+  // (a decision while the link was still changing may move there before its
+  // refit sees all of the slowdown, and keeping such a plan is then right);
+  // and the first decision whose refit sees the slow link.
+  std::string inForce, atChange, seen, movedTo, slowChoice;
   std::map<std::string, double> bits;  // wire bits per coordinate, by plan
-  int64_t moved = -1;
-  bool checked = false;
+  int64_t moved = -1, slowStep = -1;
   for (const auto& r : jsonLines(run + "/decisions.jsonl")) {
     if (r["event"] == "start") inForce = r["plan"];
     if (r["event"] == "beta")
@@ -1420,62 +1412,41 @@ TEST_F(ControllerNetTest, MovesToACheaperPlanWhenTheLinkSlowsDown) {
     if (r["event"] != "provisional" && r["event"] != "decision") continue;
     const int64_t step = r["step"].get<int64_t>();
     if (atChange.empty() && step >= applied) atChange = inForce;
-    const std::string chosen = r["chosen"];
     for (const auto& c : r["candidates"])
       if (c["bits"].is_number()) bits[c["plan"]] = c["bits"];
-    if (r["event"] == "provisional") {
-      inForce = chosen;
-      continue;
-    }
-    seen += fmt::format("step {} ({}): {} at {:.1f} Mbit/s; ", step, r["trigger"].get<std::string>(), chosen,
-                        r["bandwidth_mbit"].get<double>());
-    const bool cheaper = bits.at(chosen) < bits.at("fp16@engine") && bits.at(chosen) <= bits.at(inForce);
-    if (step >= applied && moved < 0 && cheaper) {
-      moved = step;
-      // A move is in the plan log (on every rank: below).
-      if (chosen != inForce) {
-        const auto plans = jsonLines(run + "/rank0/plans.jsonl");
-        EXPECT_TRUE(std::any_of(plans.begin(), plans.end(),
-                                [&](const auto& p) { return p["step"] == step && p["plan"] == chosen; }))
-            << "no record of the move at step " << step << " in rank0/plans.jsonl";
+    const std::string chosen = r["chosen"];
+    if (r["event"] == "decision") {
+      seen += fmt::format("step {} ({}): {} at {:.1f} Mbit/s; ", step, r["trigger"].get<std::string>(), chosen,
+                          r["bandwidth_mbit"].get<double>());
+      const bool cheaper = bits.at(chosen) < bits.at("fp16@engine") && bits.at(chosen) <= bits.at(inForce);
+      if (step >= applied && moved < 0 && cheaper) {
+        moved = step;
+        movedTo = chosen;
       }
-    }
-    if (step >= applied && r["bandwidth_mbit"].get<double>() <= 30 && !checked) {
-      EXPECT_TRUE(cheaper) << "the first decision that saw the slow link, at step " << step << ", chose " << chosen
-                           << " (in force: " << inForce << "); " << seen;
-      checked = true;
+      if (step >= applied && slowStep < 0 && r["bandwidth_mbit"].get<double>() <= 30) {
+        slowStep = step;
+        slowChoice = chosen;
+      }
     }
     inForce = chosen;
   }
   if (atChange.empty()) atChange = inForce;
-  EXPECT_TRUE(checked) << "no decision saw the slow link; " << seen << "\nTTA windows: " << windows;
-  ASSERT_GE(moved, 0) << "no decision after step " << applied << " moved to a cheaper plan than fp16; " << seen;
-  // The bound. On the fast link the controller kept a dense plan, and until
-  // `moved` every decision kept one (`moved` is the first to choose fewer
-  // bits than fp16): one or two of its steps on the slow link (fp16's 100 KB
-  // take ~80 ms at 10 Mbit/s, over 10x a fast step) make a 5-step TTA window
-  // 3x slower. So the first such window between the change and the move
-  // (slowRow) is where the slowdown began, and the move must come within 30
-  // steps of it; if none is, the dense plan ran at most two steps on the
-  // slow link before the move. (Windows after the move run the cheaper plan,
-  // whose 10 Mbit/s steps can be 3x a loaded host's fast ones too: they mark
-  // no slowdown.)
-  ASSERT_GE(bits.at(atChange), bits.at("fp16@engine"))
-      << "the fast link ran " << atChange << " when the launcher changed it at step " << applied << ": not dense";
-  int64_t slowRow = -1;
-  for (const auto& r : rows) {
-    const int64_t step = r["step"].get<int64_t>();  // its window: steps step - 4 ... step, then the decision at step
-    if (step > applied && step <= moved && r["breakdown"]["step"].get<double>() > 3 * fast) {
-      slowRow = step - 5;
-      break;
-    }
+  ASSERT_GE(moved, 0) << "no decision after step " << applied << " moved to a plan with fewer bits than fp16; "
+                      << seen << "\nTTA windows: " << windows;
+  EXPECT_LE(moved - applied, 30) << "the link changed at step " << applied << ", the move came at step " << moved
+                                 << "; " << seen;
+  ASSERT_GE(slowStep, 0) << "no decision saw the slow link; " << seen << "\nTTA windows: " << windows;
+  EXPECT_LT(bits.at(slowChoice), bits.at("fp16@engine"))
+      << "at step " << slowStep << " the slow link got " << slowChoice << "; " << seen;
+  if (movedTo != atChange) {  // a move: the plan log has it
+    const auto plans = jsonLines(run + "/rank0/plans.jsonl");
+    EXPECT_TRUE(std::any_of(plans.begin(), plans.end(), [&](const nlohmann::json& p) {
+      return p["step"].get<int64_t>() == moved && p["plan"].get<std::string>() == movedTo;
+    })) << "no record of the move to " << movedTo << " at step " << moved << " in rank0/plans.jsonl";
   }
-  std::cout << "link slowed at step >= " << applied << " (slow TTA window from " << slowRow << ", moved at "
-            << moved << "); " << seen << "\nTTA windows: " << windows << "\n";
-  if (slowRow >= 0) {
-    EXPECT_LE(moved - slowRow, 30) << "slow from step ~" << slowRow << ", moved at step " << moved << "; " << seen
-                                   << "\nTTA windows: " << windows;
-  }
+  std::cout << "link slowed at step " << applied << " (" << atChange << " in force), moved at step " << moved
+            << " to " << movedTo << ", first decision to see it at step " << slowStep << ": " << slowChoice << "; "
+            << seen << "\nTTA windows: " << windows << "\n";
   expectTheSameStepsOnEveryRank(run, 200);
 }
 
