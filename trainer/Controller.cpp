@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 namespace gradzip::trainer {
 using namespace detail;  // trainer/ControllerDetail.h
@@ -96,10 +97,17 @@ Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSyn
   active_ = opts_.pin ? *opts_.pin : opts_.initial;
   const std::string dir = fmt::format("{}/rank{}", runDir_, comm_.rank());
   std::filesystem::create_directories(dir);
-  planLog_.open(dir + "/plans.jsonl", std::ios::app);
-  GZ_CHECK(planLog_.good(), "cannot write {}/plans.jsonl", dir);
-  undoneLog_.open(dir + "/undone.jsonl", std::ios::app);
-  GZ_CHECK(undoneLog_.good(), "cannot write {}/undone.jsonl", dir);
+  // What the logs held before this process (a resumed run's earlier part):
+  // resumed() drops what start() wrote since, which repeats it.
+  for (auto [log, name, size] : {std::tuple{&planLog_, "plans", &planLogBytes_},
+                                 std::tuple{&undoneLog_, "undone", &undoneLogBytes_}}) {
+    const std::string path = fmt::format("{}/{}.jsonl", dir, name);
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    *size = ec ? 0 : bytes;
+    log->open(path, std::ios::app);
+    GZ_CHECK(log->good(), "cannot write {}", path);
+  }
   spdlog::info("controller: {} candidate plans over {}; deciding for {} of {} buckets{}", candidates_.size(),
                fmt::join(opts_.families, ", "), large_.size(), sync_.numBuckets(),
                opts_.pin ? fmt::format(" (pinned to {})", opts_.pin->key()) : "");
@@ -233,7 +241,7 @@ double Controller::begin(int64_t step, ControlledLoop& loop) {
   return since(rewindSince_);
 }
 
-void Controller::applyPlan(const Plan& large, int64_t step) {
+void Controller::applyPlan(const Plan& large, int64_t step, bool log) {
   active_ = large;
   activeCoef_.clear();
   double bits = 0;  // wire bits per coordinate over the large buckets, as the model counts them
@@ -251,10 +259,12 @@ void Controller::applyPlan(const Plan& large, int64_t step) {
   double planBytes = 0;
   for (const auto& c : activeCoef_) planBytes += c.betaBytes;
   latencyBound_ = planBytes < 0.5 * double(BandwidthSounding::periodicBytes(comm_.size()));
-  planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}, {"bits", bits / double(std::max<int64_t>(1, total))}}
-                  .dump()
-           << "\n";
-  planLog_.flush();
+  if (log) {
+    planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}, {"bits", bits / double(std::max<int64_t>(1, total))}}
+                    .dump()
+             << "\n";
+    planLog_.flush();
+  }
   planSteps_ = 0;
   resetMeasurements();
 }
@@ -669,9 +679,13 @@ void Controller::save(torch::serialize::OutputArchive& ar) const {
 }
 
 void Controller::resumed(int64_t step) {
-  for (auto [log, name] : {std::pair{&planLog_, "plans"}, std::pair{&undoneLog_, "undone"}}) {
+  for (auto [log, name, size] : {std::tuple{&planLog_, "plans", planLogBytes_},
+                                 std::tuple{&undoneLog_, "undone", undoneLogBytes_}}) {
     const std::string path = fmt::format("{}/rank{}/{}.jsonl", runDir_, comm_.rank(), name);
     log->close();
+    // start()'s records (the start's plan at step 0, again) are the earlier
+    // part's; the plan the checkpoint restores has its record there too.
+    std::filesystem::resize_file(path, size);
     keepJsonLinesThrough(path, step);
     log->open(path, std::ios::app);
     GZ_CHECK(log->good(), "cannot write {}", path);
@@ -728,7 +742,9 @@ void Controller::load(torch::serialize::InputArchive& ar) {
     GZ_CHECK(noise.numel() == 3, "checkpoint: controller/noise has {} fields, expected 3", noise.numel());
     noise_.restore({noise[0].item<double>(), noise[1].item<double>(), noise[2].item<double>()});
   }
-  if (!opts_.pin && plan && !(*plan == active_)) applyPlan(*plan, lastDecision_);
+  // Not logged: plans.jsonl holds the record of this plan from when it was
+  // applied (resumed() trims the log to the resume step).
+  if (!opts_.pin && plan && !(*plan == active_)) applyPlan(*plan, lastDecision_, false);
   // After applyPlan, which starts the count afresh; pinned runs too (their
   // decisions keep the pin, with these references and back-off).
   if (t.numel() >= 13) {

@@ -325,7 +325,9 @@ class Controller {
   // its screened cost, where the statistics come from steps run before its
   // error-feedback residual has built up (explored, or since the last decision).
   double statCost(const CompressionStats& s, const Plan& plan, double floor = 0) const;
-  void applyPlan(const Plan& large, int64_t step);
+  // Puts `large` on the controlled buckets from `step`; logged to plans.jsonl
+  // unless `log` is false (a resumed run's plan, whose record the log holds).
+  void applyPlan(const Plan& large, int64_t step, bool log = true);
   // A new codec for `plan` (screening and sizing run on their own, never on
   // GradSync's).
   std::unique_ptr<compress::Compressor> freshCodec(const Plan& plan) const;
@@ -442,6 +444,7 @@ class Controller {
     int64_t count = 0;
   } followup_;
   std::ofstream planLog_, undoneLog_;  // rank<r>/plans.jsonl, rank<r>/undone.jsonl
+  uintmax_t planLogBytes_ = 0, undoneLogBytes_ = 0;  // their sizes when this process opened them
   // Bandwidth soundings (rank 0 decides and keeps the verdicts).
   BandwidthSounding sounding_;
   at::Tensor soundBuffer_;

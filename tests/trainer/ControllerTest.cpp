@@ -859,6 +859,12 @@ TEST_F(ControllerTrainTest, AResumedRunGoesOnWithThePlanItCheckpointed) {
   gradzip::testing::expectSamePath(a, b, sparsePlan);
   for (const auto& r : jsonLines(resumed.runDir() + "/rank0/plans.jsonl"))
     EXPECT_EQ(r["plan"], sparsePlan) << r.dump();
+  // Each plan change once, as the uninterrupted run logged it (the resumed
+  // run's start and checkpointed plan add no record of their own).
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = fmt::format("/rank{}/plans.jsonl", r);
+    EXPECT_EQ(jsonLines(resumed.runDir() + log), jsonLines(full.runDir() + log)) << log;
+  }
 }
 
 TEST_F(ControllerTrainTest, AResumedRunLogsEveryStepOnceAndItsNoiseScaleGoesOn) {
