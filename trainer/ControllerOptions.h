@@ -44,6 +44,10 @@ Plan defaultSparseStartPlan();
 struct ControllerOptions {
   // Compressor families; each expands into its parameter grid below, times
   // every collective its capabilities allow (restricted to `collectives` when set).
+  // gradiveq may be listed but is not a default: a bucket switching to it
+  // starts its schedule (compress/GradiVeQ.h: `warmup` uncompressed steps,
+  // then QSGD sampling before the first basis), so its screened cost is its
+  // warm-up's, not that of the plan it becomes.
   std::vector<std::string> families = {"fp32", "fp16", "bf16", "topk", "topkc", "artopk", "thc", "cnat", "powersgd"};
   std::vector<std::string> collectives;  // empty: every collective a compressor supports
   std::vector<double> ratios = {0.1, 0.033, 0.011, 0.004, 0.001};  // topk `ratio`, artopk `cr` (paper)
