@@ -39,6 +39,7 @@ Capabilities ArTopK::capabilities() const {
   c.summable = true;  // the values all-reduce once the indices agree
   c.unbiased = false;
   c.collectives = {"ring", "tree", "engine", "ps"};
+  c.wholeModel = opts_.fused;
   return c;
 }
 

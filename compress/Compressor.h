@@ -30,6 +30,10 @@ struct Capabilities {
   bool unbiased = false;         // E[decode(encode(x))] = x (the paper's claim)
   // Collective names it accepts: "engine", "ring", "tree", "ps", "allgather".
   std::vector<std::string> collectives;
+  // Its algorithm runs on the fused whole-model gradient (AR-TopK, flexible-
+  // communication Alg. 1): a static plan of it gets one bucket for the model
+  // (trainer/GradSync.h bucketBytesFor).
+  bool wholeModel = false;
 };
 
 // One parameter tensor inside a flat bucket (for shape-aware schemes such as

@@ -125,8 +125,7 @@ Controller::~Controller() {
 }
 
 std::unique_ptr<compress::Compressor> Controller::freshCodec(const Plan& plan) const {
-  YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
-  return compress::makeCompressor(plan.compressor, r);
+  return plan.makeCompressor();
 }
 
 double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out) {

@@ -19,12 +19,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 int64_t bucketBytesFor(const Plan& plan, int64_t bucketBytes, bool controlled) {
-  if (controlled || plan.compressor != "artopk") return bucketBytes;
-  const YAML::Node fused = plan.options["fused"];  // validated when the plan was built
-  if (fused && !fused.as<bool>()) return bucketBytes;
-  spdlog::info("GradSync: {} runs on the fused whole-model gradient (one bucket; comm.bucket_mb not used; "
-               "artopk: {{fused: false}} runs one per bucket)",
-               plan.key());
+  if (controlled || !plan.makeCompressor()->capabilities().wholeModel) return bucketBytes;
+  spdlog::info("GradSync: {} runs on the fused whole-model gradient (one bucket; comm.bucket_mb not used)", plan.key());
   return std::numeric_limits<int64_t>::max();
 }
 
@@ -211,8 +207,7 @@ compress::Compressor& GradSync::compressorFor(Bucket& b) {
   const std::string& key = b.key;
   auto it = b.compressors.find(key);
   if (it != b.compressors.end()) return *it->second;
-  YamlReader r(b.plan.options, "<plan " + key + ">", "compress." + b.plan.compressor);
-  auto c = compress::makeCompressor(b.plan.compressor, r);
+  auto c = b.plan.makeCompressor();
   auto caps = c->capabilities();
   GZ_CHECK(std::find(caps.collectives.begin(), caps.collectives.end(), b.plan.collective) != caps.collectives.end(),
            "plan {}: compressor {} does not support collective '{}' (supported: {})", key, b.plan.compressor,

@@ -39,10 +39,11 @@ struct GradSyncOptions {
 };
 
 // The bucket cap for a run whose plan is `plan` (static when !controlled):
-// AR-TopK runs on the fused whole-model gradient (flexible-communication paper
-// Alg. 1), so a static AR-TopK plan with `fused` (its default) gets one bucket
-// for the whole model; every other plan, and every run under the controller
-// (whose buckets its candidates share), keeps `bucketBytes`.
+// a static plan whose compressor runs on the fused whole-model gradient
+// (compress::Capabilities::wholeModel: AR-TopK, flexible-communication Alg. 1,
+// unless `fused: false`) gets one bucket for the whole model; every other
+// plan, and every run under the controller (whose buckets its candidates
+// share), keeps `bucketBytes`.
 int64_t bucketBytesFor(const Plan& plan, int64_t bucketBytes, bool controlled);
 
 // A NaN or Inf gradient seen by any rank; thrown on every rank at the same

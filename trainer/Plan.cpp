@@ -59,6 +59,11 @@ Plan Plan::fromYaml(YamlReader r) {
   return p;
 }
 
+std::unique_ptr<compress::Compressor> Plan::makeCompressor() const {
+  YamlReader r(options, "<plan " + key() + ">", "compress." + compressor);
+  return compress::makeCompressor(compressor, r);
+}
+
 YAML::Node Plan::toYaml() const {
   YAML::Node n;
   n["name"] = compressor;

@@ -7,7 +7,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <memory>
 #include <string>
+
+namespace gradzip::compress {
+class Compressor;
+}
 
 namespace gradzip::trainer {
 
@@ -38,6 +43,8 @@ struct Plan {
   // Whether the compressor runs under error feedback (compress/Factory.h
   // usesErrorFeedback: its `error_feedback` option, else its paper's choice).
   bool errorFeedback() const;
+  // A fresh compressor of this plan (its options validated when the plan was built).
+  std::unique_ptr<compress::Compressor> makeCompressor() const;
 
   // `{name: thc, collective: ps, thc: {bits: 4}}` (the `compress:` mapping of a
   // train config). The options are validated by building the compressor once,

@@ -43,8 +43,7 @@ std::vector<nlohmann::json> readJsonLines(const std::string& path) {
 // A fresh codec's uplink and parameter-server downlink bits per coordinate
 // (compress/Compressor.h).
 std::pair<double, double> bitsAt(const Plan& plan, int64_t d, int n) {
-  YamlReader r(plan.options, "<plan " + plan.key() + ">", "compress." + plan.compressor);
-  const auto codec = compress::makeCompressor(plan.compressor, r);
+  const auto codec = plan.makeCompressor();
   return {codec->bitsPerCoordinate(d, n), codec->downlinkBitsPerCoordinate(d, n)};
 }
 
@@ -236,7 +235,7 @@ int simulateCommand(const SimulateArgs& args) {
     md << ")\n";
   }
   md << "- the pick's statistics choose it but do not rescale its steps: error feedback kept measured steps to "
-        "0.83 within ~15% across plans whose statistical costs differ by 1.5-19x (trainer/Simulate.h)\n\n";
+        "0.83 within ~15% across plans whose ef_rate costs give 1.3-19x the steps (trainer/Simulate.h)\n\n";
   const CandidateProfile* fp16 = nullptr;
   for (const auto& c : p.candidates)
     if (c.plan.key() == "fp16@engine") fp16 = &c;
