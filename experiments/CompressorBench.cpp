@@ -19,7 +19,7 @@
 // conv weights only, and only after its warm-up and sampling phases: its row
 // lays the gradient out as [16, 16, 4, 4] conv weights, runs `warmup` (0) and
 // `samples` (8) aggregations of the gradient plus a 5% perturbation per step,
-// and then times its compressed phase (gradiveqPhaseOptions). When --out ends in
+// and then times its compressed phase (benchOptions). When --out ends in
 // ".jsonl", the run's results are also written as a markdown table next to it
 // (same stem, ".md"; replaced each run) with the targets (ratio to
 // memcpy: fp16/bf16/cnat >= 0.5, thc allreduce with partial rotation >= 0.2,
@@ -52,6 +52,8 @@
 #include <thread>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <functional>
 
 namespace gradzip::experiments {
 namespace {
@@ -104,15 +106,26 @@ Spec parseSpec(const std::string& text) {
   return {text.substr(0, colon), text.substr(colon + 1)};
 }
 
-// The options mapping with error feedback off (the codec alone is measured).
-std::string withoutErrorFeedback(const std::string& options) {
-  if (options.empty()) return "{error_feedback: false}";
-  const auto open = options.find('{'), close = options.rfind('}');
-  GZ_CHECK(open != std::string::npos && close != std::string::npos && close > open,
-           "bench compressors: options must be a YAML flow mapping {{...}}, got '{}'", options);
-  const std::string inner = options.substr(open + 1, close - open - 1);
-  const bool empty = inner.find_first_not_of(' ') == std::string::npos;
-  return "{error_feedback: false" + std::string(empty ? "" : ", ") + inner + "}";
+// A spec's options as the bench builds it: error feedback off (the codec
+// alone is measured); GradiVeQ's sampling phase shortened to 8 steps after no
+// warm-up unless the spec sets them (it is timed in its compressed phase).
+std::string benchOptions(const Spec& spec) {
+  YAML::Node n(YAML::NodeType::Map);
+  try {
+    if (!spec.options.empty()) n = YAML::Load(spec.options);
+  } catch (const YAML::Exception& e) {
+    throw UserError(fmt::format("bench compressors: options of {} '{}' are not YAML: {}", spec.name, spec.options,
+                                e.what()));
+  }
+  GZ_CHECK(n.IsMap(), "bench compressors: options must be a YAML flow mapping {{...}}, got '{}'", spec.options);
+  n["error_feedback"] = false;
+  if (spec.name == "gradiveq") {
+    if (!n["warmup"]) n["warmup"] = 0;
+    if (!n["samples"]) n["samples"] = 8;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
 }
 
 // The throughput target (ratio to memcpy) for a compressor, 0 if none.
@@ -123,16 +136,6 @@ double targetRatio(const Spec& s) {
       s.options.find("rotation_block_log2") != std::string::npos)
     return 0.2;
   return 0.0;
-}
-
-// GradiVeQ's bench options: its sampling phase shortened to 8 steps after no
-// warm-up, unless the spec sets them.
-std::string gradiveqPhaseOptions(const std::string& options) {
-  std::string o = withoutErrorFeedback(options);
-  const auto close = o.rfind('}');
-  if (o.find("warmup") == std::string::npos) o.insert(close, ", warmup: 0");
-  if (o.find("samples") == std::string::npos) o.insert(o.rfind('}'), ", samples: 8");
-  return o;
 }
 
 // d coordinates as [16, 16, 4, 4] conv weights (4096 each), the rest flat.
@@ -341,68 +344,62 @@ int benchCompressors(const BenchCompressorsArgs& args) {
     const double bytes = 4.0 * static_cast<double>(d);
     MemcpyProbe probe(static_cast<int64_t>(bytes));
     for (const auto& spec : specs) {
-      if (isFwht(spec)) {
-        FwhtReference f(x, fwhtBlockLog2(spec));
-        const double vnmse = f.vnmse();
-        std::vector<double> t, m;
-        for (int r = 0; r < args.repeats; ++r) {
-          m.push_back(probe.copy());
-          f.timed();  // re-warms what the copies evicted
-          t.push_back(f.timed());
-        }
-        const double gbps = bytes / median(t) / 1e9, memcpyGbps = bytes / median(m) / 1e9;
-        fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9}  {}\n", spec.name, d, gbps,
-                   memcpyGbps, gbps / memcpyGbps, vnmse, 32.0, "-", spec.options);
-        rows.push_back({spec, d, gbps, memcpyGbps, vnmse, 32.0});
-        if (out.is_open())
-          out << nlohmann::json{{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options},
-                                {"d", d}, {"gbps", gbps}, {"memcpy_gbps", memcpyGbps}, {"ratio", gbps / memcpyGbps},
-                                {"vnmse", vnmse}, {"bits", 32.0}, {"repeats", args.repeats}, {"threads", 1},
-                                {"simd", compress::simd::levelName(compress::simd::level())}}
-                     .dump()
-              << "\n";
-        continue;
-      }
-      const bool gradiveq = spec.name == "gradiveq";
-      auto comp = compress::makeCompressor(
-          spec.name, gradiveq ? gradiveqPhaseOptions(spec.options) : withoutErrorFeedback(spec.options));
+      // The row's first run gives vNMSE and the payload size, and warms up;
+      // `timed` is one timed encode+decode (or the fwht reference's two
+      // transforms), its set-up left out of the time.
+      double vnmse = 0, bits = 32.0, payloadBits = NAN;
+      std::function<double()> timed;
+      std::optional<FwhtReference> fwht;
+      std::unique_ptr<compress::Compressor> comp;
       compress::Context ctx{local, nullptr, "engine", {}, /*seed=*/1, /*bucket=*/0, /*step=*/0, nullptr};
-      if (gradiveq) {
-        ctx.layout = convLayout(d);
-        reachCompressedPhase(*comp, x, ctx);
+      if (isFwht(spec)) {
+        fwht.emplace(x, fwhtBlockLog2(spec));
+        vnmse = fwht->vnmse();
+        timed = [&] { return fwht->timed(); };
+      } else {
+        const bool gradiveq = spec.name == "gradiveq";
+        comp = compress::makeCompressor(spec.name, benchOptions(spec));
+        if (gradiveq) {
+          ctx.layout = convLayout(d);
+          reachCompressedPhase(*comp, x, ctx);
+        }
+        compress::Payload p = comp->encode(x, ctx);
+        const at::Tensor y = comp->decode(p, d, ctx);
+        vnmse = (x - y).square().sum().item<double>() / x.square().sum().item<double>();
+        payloadBits = 8.0 * static_cast<double>(p.bytes()) / static_cast<double>(d);
+        bits = comp->bitsPerCoordinate(d, 1);
+        const int64_t first = ctx.step;
+        int64_t calls = 0;
+        timed = [&, first] {
+          ctx.step = first + ++calls;  // fresh randomness each call
+          auto a = Clock::now();
+          compress::Payload q = comp->encode(x, ctx);
+          at::Tensor z = comp->decode(q, d, ctx);
+          auto b = Clock::now();
+          return seconds(a, b);
+        };
       }
-      // The first round (fresh state) gives vNMSE and the payload size, and warms up.
-      compress::Payload p = comp->encode(x, ctx);
-      const at::Tensor y = comp->decode(p, d, ctx);
-      const double vnmse = (x - y).square().sum().item<double>() / x.square().sum().item<double>();
-      const double payloadBits = 8.0 * static_cast<double>(p.bytes()) / static_cast<double>(d);
-      // memcpy and the codec alternate, so both see the same machine load (a
+      // memcpy and the row alternate, so both see the same machine load (a
       // shared machine's load changes within seconds); medians of each. Each
       // is timed warm: on its second run back to back (MemcpyProbe).
       std::vector<double> t, m;
       for (int r = 0; r < args.repeats; ++r) {
         m.push_back(probe.copy());
-        ctx.step = 2 * r + 1;
-        comp->decode(comp->encode(x, ctx), d, ctx);  // re-warms what the copies evicted
-        ctx.step = 2 * r + 2;
-        auto a = Clock::now();
-        compress::Payload q = comp->encode(x, ctx);
-        at::Tensor z = comp->decode(q, d, ctx);
-        auto b = Clock::now();
-        t.push_back(seconds(a, b));
+        timed();  // re-warms what the copies evicted
+        t.push_back(timed());
       }
       const double gbps = bytes / median(t) / 1e9;
       const double memcpyGbps = bytes / median(m) / 1e9;
-      const double bits = comp->bitsPerCoordinate(d, 1);
-      fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9.4f}  {}\n", spec.name, d,
-                 gbps, memcpyGbps, gbps / memcpyGbps, vnmse, bits, payloadBits, spec.options);
+      fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9}  {}\n", spec.name, d, gbps,
+                 memcpyGbps, gbps / memcpyGbps, vnmse, bits,
+                 std::isfinite(payloadBits) ? fmt::format("{:.4f}", payloadBits) : "-", spec.options);
       rows.push_back({spec, d, gbps, memcpyGbps, vnmse, bits});
       if (out.is_open()) {
         nlohmann::json j = {{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options}, {"d", d},
                             {"gbps", gbps},          {"memcpy_gbps", memcpyGbps}, {"ratio", gbps / memcpyGbps},
-                            {"vnmse", vnmse},        {"bits", bits},        {"payload_bits", payloadBits},
-                            {"repeats", args.repeats}, {"threads", 1},
-                            {"simd", compress::simd::levelName(compress::simd::level())}};
+                            {"vnmse", vnmse},        {"bits", bits},        {"repeats", args.repeats},
+                            {"threads", 1},          {"simd", compress::simd::levelName(compress::simd::level())}};
+        if (std::isfinite(payloadBits)) j["payload_bits"] = payloadBits;
         out << j.dump() << "\n";
       }
     }
