@@ -401,9 +401,17 @@ namespace {
 // ring at 0.5 s a step until step 17, then 5 s, with every send held back by
 // `startDelay` from the start and by `delay` from step 17; `options` go after
 // check_every 1 and network_interval 1. The decisions of the run; it must
-// take exactly two.
+// take exactly two. kCalmDelay, the default start, makes the collectives
+// before the change take milliseconds, so a loaded host's scheduling noise
+// (ctest runs two tests at once) cannot move the ratio detector's median
+// 1.6x before step 17; on sub-millisecond loopback collectives it did, and
+// the step-20 decision was labelled a network one (1 run in 6 with two
+// busy loops beside it).
+constexpr std::chrono::microseconds kCalmDelay = std::chrono::milliseconds(5);
+
 std::vector<nlohmann::json> sharpSlowdown(const std::string& dir, const std::string& options,
-                                          std::chrono::microseconds delay, std::chrono::microseconds startDelay = {}) {
+                                          std::chrono::microseconds delay,
+                                          std::chrono::microseconds startDelay = kCalmDelay) {
   decide(dir, kRingOnly + "check_every: 1, network_interval: 1, explore_min_steps: 2" + options,
          {{"fp16", 5.0}, {"bf16", 5.0}}, "[fp16, bf16]", 12, delay, "[ring]", startDelay);
   auto d = decisions(dir);
@@ -417,8 +425,8 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // fp16 and bf16 over gradzip's ring at 0.5 s a step (0.4 s of it
   // synchronisation) until step 17, then 5 s: step − compute rises by 4.5 s,
   // far over kSevere (30%) of the 0.5 s the step-5 decision measured, and
-  // every send is held back 20 ms, so the collectives (well under 1 ms on
-  // loopback) are over 1.6x (1 + 2·network_drift) their reference in each
+  // every send is held back 50 ms instead of 5 ms (kCalmDelay), so the
+  // collectives are over 1.6x (1 + 2·network_drift) their reference in each
   // step. Checked every step, the second
   // slow step (19) calls a step-time decision at once, before the medians of
   // the last 9 steps have moved (without this rule it came at step 25); the
@@ -429,7 +437,7 @@ TEST(ControllerExplore, ASharpSlowdownDecidesAtOnceAndReusesTheScreenings) {
   // statistics equal, bit for bit): they are within min_interval (200).
   // The running plan's measured step there is that of the 2 slow steps.
   gradzip::testing::TempDir dir;
-  const auto d = sharpSlowdown(dir.path(), "", std::chrono::milliseconds(20));
+  const auto d = sharpSlowdown(dir.path(), "", std::chrono::milliseconds(50));
   ASSERT_EQ(d.size(), 2u);
   const auto& first = d[0];
   const auto& second = d[1];
@@ -457,7 +465,7 @@ TEST(ControllerExplore, ScreeningsOlderThanMinIntervalAreNotReused) {
   // The same slowdown with min_interval 10: the screenings of step 5 are 15
   // steps old at the step-20 decision, so it screens every candidate afresh.
   gradzip::testing::TempDir dir;
-  const auto d = sharpSlowdown(dir.path(), ", min_interval: 10", std::chrono::milliseconds(20));
+  const auto d = sharpSlowdown(dir.path(), ", min_interval: 10", std::chrono::milliseconds(50));
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[1]["step"], 20) << d[1].dump();
   EXPECT_FALSE(d[1].contains("screening")) << d[1].dump();
@@ -486,7 +494,7 @@ TEST(ControllerExplore, ASharpSlowdownAfterADecisionThatMeasuredItsPlanDoesNotWa
   // network_interval had passed and the medians had moved).
   gradzip::testing::TempDir dir;
   decide(dir.path(), kRingOnly + "check_every: 1, explore_min_steps: 2", {{"fp16", 5.0}, {"bf16", 5.0}},
-         "[fp16, bf16]", 12, std::chrono::milliseconds(20), "[ring]");
+         "[fp16, bf16]", 12, std::chrono::milliseconds(50), "[ring]", kCalmDelay);
   const auto d = decisions(dir.path());
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0]["chosen"], "fp16@ring") << d[0].dump();  // kept: its own steps are the references
