@@ -51,7 +51,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   for (auto k : o.powersgdRanks)
     if (k < 1) r.fail("powersgd_ranks", fmt::format("ranks must be >= 1, got {}", k));
   o.timeWeight = r.getDouble("time_weight", o.timeWeight, 0.0, 1.0);
-  o.knee = r.getEnum("knee", o.knee, {"relative", "minmax"});
+  o.knee = r.getEnum("knee", o.knee, {"relative", "minmax", "log"});
   o.timeTolerance = r.getDouble("time_tolerance", o.timeTolerance, 0.0, 1.0);
   o.stat = r.getEnum("stat", defaultStat(optimizer), {"ef_rate", "vnmse", "gain", "ef"});
   o.efRateScale = r.getDouble("ef_rate_scale", o.efRateScale, 0.0, 1.0);

@@ -11,6 +11,7 @@
 //     name: auto
 //     families: [fp16, topkc, thc]      # compressor families to consider
 //     time_weight: 0.85                 # knee preference (1: fastest, 0: most accurate)
+//     knee: relative                    # or minmax; or log (at time_weight 0.5: least step x (1 + cost))
 //     stat: ef_rate                     # statistical cost (default: ef_rate under SGD, vnmse under AdamW)
 //     screen_reps: 8                    # replays of the gradient that screen an error-feedback codec
 //     screen_window: 0                  # 8: once there are that many, the last 8 steps' gradients, twice over
@@ -80,7 +81,16 @@ struct ControllerOptions {
   // fp16 reached 0.83 at the same evaluation (step 300 or 350 of 468), yet at
   // 0.5 the knee took THC's 35% slower steps for its lower vNMSE.
   double timeWeight = 0.85;
-  std::string knee = "relative";  // Pareto.h KneeScale: relative | minmax
+  // Pareto.h KneeScale: relative | minmax | log. log with time_weight 0.5
+  // takes the plan of least predicted step x (1 + statistical cost), the
+  // time to the target where the cost reads as extra steps. ef_rate at its
+  // k (fitted on replays, not on steps) reads about so for TopKC 2-bit and
+  // THC 4-bit all-reduce: 0.11-0.19 against the 14% more steps than fp16
+  // TopKC 2-bit needed over 20 paired seeds, ~0.001 against THC's 0.97x
+  // fp16's steps over 8; it charges TopK 3.3% 0.27-0.6 for steps level
+  // with TopKC 2-bit's (controller_ablation.md, "Steps to the target of
+  // the static arms"; "A knee on the predicted time to the target").
+  std::string knee = "relative";
   // Pareto.h kneePoint timeTolerance ε: a plan whose predicted or measured
   // step is within (1 + ε) of a plan with a clearly lower statistical cost is
   // not taken for that saving, as the provisional step keeps fp16 within
@@ -344,7 +354,9 @@ struct ControllerOptions {
   // a network decision's α: 8-byte round trips; 0.5 s).
   comm::ProbeOptions probe;
 
-  KneeScale kneeScale() const { return knee == "minmax" ? KneeScale::MinMax : KneeScale::Relative; }
+  KneeScale kneeScale() const {
+    return knee == "minmax" ? KneeScale::MinMax : knee == "log" ? KneeScale::Log : KneeScale::Relative;
+  }
   // Pareto.h kneePoint of `points` under these options (time_weight, knee, time_tolerance).
   size_t kneeOf(const std::vector<Objectives>& points) const {
     return kneePoint(points, timeWeight, kneeScale(), timeTolerance);

@@ -41,8 +41,10 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeS
     sMax = std::max(sMax, points[i].stat);
   }
   auto norm = [](double v, double lo, double hi) { return hi > lo ? (v - lo) / (hi - lo) : 0.0; };
-  if (scale == KneeScale::Relative)
-    GZ_CHECK(tMin > 0, "knee: relative scaling needs positive times, got {}", tMin);
+  if (scale != KneeScale::MinMax)
+    GZ_CHECK(tMin > 0, "knee: relative and log scaling need positive times, got {}", tMin);
+  if (scale == KneeScale::Log)
+    GZ_CHECK(sMin > -1, "knee: log scaling needs statistical costs above -1, got {}", sMin);
   // ε-dominance on time (Pareto.h): i is out when some j costs clearly less
   // and is at most (1 + ε) times slower.
   auto toleratedOut = [&](size_t i) {
@@ -56,10 +58,16 @@ size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeS
   double bestDist = INFINITY;
   for (size_t i : front) {
     if (toleratedOut(i)) continue;
-    const bool rel = scale == KneeScale::Relative;
-    const double t = rel ? (points[i].time - tMin) / tMin : norm(points[i].time, tMin, tMax);
-    const double s = rel ? points[i].stat - sMin : norm(points[i].stat, sMin, sMax);
-    const double d = std::sqrt(timeWeight * t * t + (1 - timeWeight) * s * s);
+    double d = 0;
+    if (scale == KneeScale::Log) {  // weighted L1 of the log ratios (Pareto.h)
+      d = timeWeight * std::log(points[i].time / tMin) +
+          (1 - timeWeight) * std::log((1 + points[i].stat) / (1 + sMin));
+    } else {
+      const bool rel = scale == KneeScale::Relative;
+      const double t = rel ? (points[i].time - tMin) / tMin : norm(points[i].time, tMin, tMax);
+      const double s = rel ? points[i].stat - sMin : norm(points[i].stat, sMin, sMax);
+      d = std::sqrt(timeWeight * t * t + (1 - timeWeight) * s * s);
+    }
     const bool better = d < bestDist || (d == bestDist && points[i].time < points[best].time);
     if (better) {
       best = i;

@@ -26,7 +26,18 @@ struct Objectives {
 //           excess over the best, s − s_min (vNMSE and 1/gain − 1 are already
 //           dimensionless fractions of the gradient's energy). A 4% faster
 //           step then buys at most a 0.04 vNMSE at w = 0.5.
-enum class KneeScale { MinMax, Relative };
+// Log:      each objective as the log of its ratio to the front's best,
+//           t = ln(time/t_min) and s = ln((1 + stat)/(1 + s_min)), and the
+//           weighted L1 distance w·t + (1−w)·s instead of the L2 one. Read
+//           with the statistical cost as the relative extra steps a plan
+//           needs to the target (its steps over fp16's, less 1), e^(2d) at
+//           w = 0.5 is the point's predicted time to the target over the
+//           ideal's, so the knee is the plan predicted first to the target
+//           (time to accuracy, the end-to-end objective of the
+//           end-to-end-utility paper, §1-2: step time x steps); other weights
+//           tilt it towards speed or accuracy. Statistical costs must be
+//           above −1.
+enum class KneeScale { MinMax, Relative, Log };
 
 // Indices (ascending) of the points no other point dominates; a point dominates
 // another when it is no worse in both objectives and better in one. Equal
@@ -35,10 +46,11 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 
 // The knee of `points`' Pareto front: with t and s each normalised over the
 // front by `scale` (an objective constant on the front normalises to 0), the point
-// minimising sqrt(w·t² + (1−w)·s²), w = timeWeight in [0, 1] (0.5: both count
-// alike; 1: fastest; 0: most accurate). Ties go to the lower time, then the
-// lower index. Throws UserError when no point has finite objectives.
-// With KneeScale::Relative the times must be positive.
+// minimising sqrt(w·t² + (1−w)·s²) (KneeScale::Log: w·t + (1−w)·s), w =
+// timeWeight in [0, 1] (0.5: both count alike; 1: fastest; 0: most
+// accurate). Ties go to the lower time, then the lower index. Throws
+// UserError when no point has finite objectives. With KneeScale::Relative
+// and Log the times must be positive.
 //
 // timeTolerance ε >= 0 is the cost model's relative error on time: a front
 // point is dropped before the knee is taken when another front point has a

@@ -25,6 +25,12 @@ predicted step of THC 4-bit all-reduce over TopKC b=2's and TopKC b=2's
 screened vNMSE (where both were screened): the k at which a decision
 changes plan.
 
+With --knee log the knee is Pareto.h's KneeScale::Log instead: the weighted L1
+distance w ln(t/t_min) + (1 - w) ln((1 + s)/(1 + s_min)), which at
+--time-weight 0.5 takes the least predicted step x (1 + cost).
+
+  python3 experiments/python/replay_knee.py --knee log --time-weight 0.5 runs/*/auto*/decisions.jsonl
+
 With --floors it prices the explored candidates and the running plan as the
 controller does: the larger of what they measured and their screened cost
 (their residual may not have built up). With --settled N as well, the running
@@ -69,8 +75,15 @@ def cost(vnmse, plan, stat, scale):
     return scale * vnmse / (1 - vnmse) ** 2 if vnmse < 1 else math.inf
 
 
-def knee(points, w, tolerance=0.0):
-    """points: (time, stat, name); the relative knee of their Pareto front, leaving
+def distance(p, t0, s0, w, scale):
+    """Pareto.h kneePoint's distance of point p from the ideal (t0, s0); scale: relative or log."""
+    if scale == "log":  # weighted L1 of the log ratios: w = 0.5 ranks by time x (1 + stat)
+        return w * math.log(p[0] / t0) + (1 - w) * math.log((1 + p[1]) / (1 + s0))
+    return math.sqrt(w * ((p[0] - t0) / t0) ** 2 + (1 - w) * (p[1] - s0) ** 2)
+
+
+def knee(points, w, tolerance=0.0, scale="relative"):
+    """points: (time, stat, name); the relative (or log) knee of their Pareto front, leaving
     out points another front point beats on cost within (1 + tolerance) of their
     time (Pareto.h kneePoint's timeTolerance; the scales stay the whole front's)."""
     finite = [p for p in points if math.isfinite(p[0]) and math.isfinite(p[1])]
@@ -82,10 +95,10 @@ def knee(points, w, tolerance=0.0):
     s0 = min(p[1] for p in front)
     kept = [p for p in front if not any(q[1] < p[1] - STAT_MARGIN * abs(p[1]) and q[0] <= p[0] * (1 + tolerance)
                                         for q in front)] if tolerance > 0 else front
-    return min(kept, key=lambda p: (math.sqrt(w * ((p[0] - t0) / t0) ** 2 + (1 - w) * (p[1] - s0) ** 2), p[0]))
+    return min(kept, key=lambda p: (distance(p, t0, s0, w, scale), p[0]))
 
 
-def sweep(log, d, scales, stat, w, tolerance):
+def sweep(log, d, scales, stat, w, tolerance, scale):
     """The predicted front's knee of decision d at each k in scales."""
     ok = [r for r in d["candidates"] if r.get("ok")]
     out = {"log": log, "step": d["step"], "trigger": trigger(d)}
@@ -100,7 +113,8 @@ def sweep(log, d, scales, stat, w, tolerance):
         out["topkc2_vnmse"] = round(kc["vnmse"], 4)
     out["knee"] = {}
     for k in scales:
-        p = knee([(r["predicted_step"], cost(r["vnmse"], r["plan"], stat, k), r["plan"]) for r in ok], w, tolerance)
+        p = knee([(r["predicted_step"], cost(r["vnmse"], r["plan"], stat, k), r["plan"]) for r in ok], w, tolerance,
+                 scale)
         out["knee"][str(k)] = p[2].split("@")[0] if p else None
     return out
 
@@ -137,6 +151,7 @@ def main():
     ap.add_argument("--scale", type=lambda v: [float(x) for x in v.split(",")], default=[0.03],
                     help="ef_rate_scale; several, comma-separated: a sweep")
     ap.add_argument("--time-weight", type=float, default=0.85)
+    ap.add_argument("--knee", choices=["relative", "log"], default="relative", help="the knee's scale (ControllerOptions knee)")
     ap.add_argument("--tolerance", type=float, default=0.04, help="time_tolerance (the controller's default 0.04; 0.05 in runs before 90a6569)")
     ap.add_argument("--followups", action="store_true", help="the cost model's error on the chosen plans instead")
     ap.add_argument("--floors", action="store_true", help="price measured points at no less than their screened cost")
@@ -159,13 +174,13 @@ def main():
             if d.get("event") not in ("decision", "provisional") or "candidates" not in d:
                 continue
             if len(a.scale) > 1:
-                print(json.dumps(sweep(log, d, a.scale, a.stat, a.time_weight, a.tolerance)))
+                print(json.dumps(sweep(log, d, a.scale, a.stat, a.time_weight, a.tolerance, a.knee)))
                 continue
             c = lambda r: cost(r["vnmse"], r["plan"], a.stat, a.scale[0])  # noqa: E731
             screened = {r["plan"]: c(r) for r in d["candidates"] if r.get("ok")}
             floor = lambda r: max(c(r), screened.get(r["plan"], 0.0)) if a.floors else c(r)  # noqa: E731
             predicted = knee([(r["predicted_step"], c(r), r["plan"]) for r in d["candidates"] if r.get("ok")],
-                             a.time_weight, a.tolerance)
+                             a.time_weight, a.tolerance, a.knee)
             measured = [(r["measured_step"], floor(r), r["plan"]) for r in d.get("explored", []) if r.get("ok")]
             cur = d.get("current") or {}
             stale = a.floors and "predicted_knee" in d  # the controller leaves the running plan out
@@ -173,7 +188,7 @@ def main():
                 on_plan = d["step"] - max([s for s in applied if s < d["step"]] or [0])
                 own = c(cur) if applied and on_plan >= a.settled else floor(cur)
                 measured.append((cur["measured_step"], own, cur["plan"]))
-            chosen = knee(measured, a.time_weight, a.tolerance)
+            chosen = knee(measured, a.time_weight, a.tolerance, a.knee)
             print(json.dumps({"log": log, "step": d["step"], "trigger": trigger(d),
                               "predicted_knee": predicted[2] if predicted else None,
                               "measured_knee": chosen[2] if chosen else None, "logged": d.get("chosen")}))

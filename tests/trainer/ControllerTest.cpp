@@ -431,6 +431,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, time_tolerance: -0.1}", "compress.time_tolerance");
   expectError("{name: auto, network_interval: 0}", "compress.network_interval");
   expectError("{name: auto, stat: mse}", "compress.stat");
+  expectError("{name: auto, knee: l2}", "compress.knee");
+  EXPECT_EQ(parse("{name: auto, knee: log, time_weight: 0.5}").controller->kneeScale(), trainer::KneeScale::Log);
   expectError("{name: auto, geometry: adam}", "compress.geometry");
   expectError("{name: auto, ef_rate_scale: 2}", "compress.ef_rate_scale");
   expectError("{name: auto, screen_reps: 1}", "compress.screen_reps");
