@@ -85,9 +85,9 @@ struct ControllerOptions {
   // takes the plan of least predicted step x (1 + statistical cost), the
   // time to the target where the cost reads as extra steps. ef_rate at its
   // k (fitted on replays, not on steps) reads about so for TopKC 2-bit and
-  // THC 4-bit all-reduce: 0.11-0.19 against the 14% more steps than fp16
+  // THC 4-bit all-reduce: 0.10-0.20 against the 14% more steps than fp16
   // TopKC 2-bit needed over 20 paired seeds, ~0.001 against THC's 0.97x
-  // fp16's steps over 8; it charges TopK 3.3% 0.27-0.6 for steps level
+  // fp16's steps over 8; it charges TopK 3.3% 0.27-0.54 for steps level
   // with TopKC 2-bit's (controller_ablation.md, "Steps to the target of
   // the static arms"; "A knee on the predicted time to the target").
   std::string knee = "relative";
