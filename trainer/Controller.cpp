@@ -65,7 +65,7 @@ constexpr int64_t kGeometryEvery = 5;
 // The gradient noise scale's sample stream: seeded by this and the step.
 constexpr uint64_t kNoiseSeed = 0x6e6f697365ULL;
 
-enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
+enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5, kCost = 6 };
 const char* reasonName(int64_t r) {
   switch (r) {
     case kInitial: return "initial";
@@ -73,6 +73,7 @@ const char* reasonName(int64_t r) {
     case kGain: return "gain";
     case kStepTime: return "step_time";
     case kSounding: return "sounding";
+    case kCost: return "cost";
     default: return "none";
   }
 }
@@ -384,6 +385,7 @@ void Controller::observe(const StepMeasure& m) {
   syncs_.push_back(std::max(0.0, m.step - m.compute));
   if (syncs_.size() > kRatioWindow) syncs_.erase(syncs_.begin());
   recentStats_ += stats;
+  if (recheckDue_ && 2 * ++sinceDecision_ > opts_.recheckSteps) recheckStats_ += stats;
   const double gain = stats.inputSq > 0 ? stats.appliedSq / stats.inputSq : NAN;
   const double ratio = predicted > 0 ? observed / predicted : NAN;
   // Calibrate the references on the first observations of a plan, then
@@ -595,6 +597,8 @@ void Controller::sendVerdict(int64_t step) {
       // Before the medians have moved, β comes from the sharp steps alone.
       if (sharp_ && !severe_ && step - changeSince_ < kPersist) betaSteps = int64_t(kSharpSteps);
     }
+    else if (costTriggered_ || recheck(step))
+      reason = kCost;
     else if (gainTriggered_ && elapsed >= opts_.minInterval)
       reason = kGain;
     if (reason == kNone) soundBytes = soundingDue(step);
@@ -608,6 +612,33 @@ void Controller::sendVerdict(int64_t step) {
   v[2] = betaSteps;
   verdictWork_ = comm_.broadcast(verdict_, 0);
   verdictPending_ = true;
+}
+
+bool Controller::recheck(int64_t step) {
+  if (!recheckDue_ || sinceDecision_ < opts_.recheckSteps) return false;
+  recheckDue_ = false;
+  std::vector<size_t> own;
+  for (size_t i = 0; i < candidates_.size() && i < decidedPoints_.size(); ++i)
+    if (candidates_[i].plan.codecKey() == active_.codecKey()) own.push_back(i);
+  const double running = statCost(recheckStats_, active_, 0.0);
+  const int64_t knee = recheckKnee(decidedPoints_, own, running, opts_.timeWeight, opts_.kneeScale(),
+                                   opts_.timeTolerance);
+  double screened = INFINITY;
+  for (size_t i : own) screened = std::min(screened, decidedPoints_[i].stat);
+  const auto j = statsJson(recheckStats_);
+  writeDecision(nlohmann::json{{"step", step},
+                               {"event", "recheck"},
+                               {"plan", active_.key()},
+                               {"decision_step", lastDecision_},
+                               {"steps", sinceDecision_ - opts_.recheckSteps / 2},
+                               {"vnmse", j["vnmse"]},
+                               {"cost", running},
+                               {"screened_cost", screened},
+                               {"knee", knee >= 0 ? nlohmann::json(candidates_[size_t(knee)].plan.key()) : nullptr},
+                               {"redecide", knee >= 0}}
+                    .dump());
+  costTriggered_ = knee >= 0;
+  return costTriggered_;
 }
 
 void Controller::finish() {

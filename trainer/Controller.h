@@ -20,7 +20,11 @@
 // network or step-time change, at most every network_interval steps, or a
 // >= 10% drift of the smoothed gain, at most every min_interval steps, which
 // then considers only plans compressing less (the gain fell) or more (it rose)
-// than the running one: Pareto.h followGain):
+// than the running one: Pareto.h followGain; or, once, recheck_steps after a
+// decision, the "cost" trigger: the running plan's statistical cost measured
+// over the second half of those steps moves the knee of the decision's own
+// screened front to a plan that compresses less, Pareto.h recheckKnee, and
+// the decision that follows is a fallen gain's):
 //  1. Screening (rank 0): for every compressor configuration among the
 //     candidates (trainer/Candidates.h), the single-worker codec runs on each
 //     large bucket's last gradient, giving the measured encode+decode seconds,
@@ -339,6 +343,9 @@ class Controller {
   // due, the running plan's collectives are not latency-bound, or soundings
   // are off).
   int64_t soundingDue(int64_t step);
+  // Rank 0, at a check: the recheck of the last decision when it is due
+  // (recheck_steps), logged; true when it calls a "cost" decision.
+  bool recheck(int64_t step);
   // Collective: one timed all-reduce of `bytes`; rank 0 adds its β to
   // sounding_ and logs it with the seconds it took.
   void sound(int64_t step, int64_t bytes);
@@ -426,6 +433,14 @@ class Controller {
     std::vector<double> handover, busy, work;
   } timingScratch_;  // addTimings' per-step buffers
   CompressionStats recentStats_;
+  // The recheck (recheck_steps): rank 0's screened points of the last
+  // decision, the running plan's statistics over the second half of the
+  // steps since it, and whether the check is still due or has fired. Not
+  // checkpointed: a run resumed before the check skips it.
+  std::vector<Objectives> decidedPoints_;
+  CompressionStats recheckStats_;
+  int64_t sinceDecision_ = 0;  // steps observed since the last decision
+  bool recheckDue_ = false, costTriggered_ = false;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
   double recentStep_ = 0;      // Σ step seconds over recent_
   std::vector<double> ratios_;  // the last observed/predicted communication ratios

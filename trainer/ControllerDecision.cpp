@@ -577,6 +577,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       lastScreenStep_ = step;
     }
     provisionalScreens_.clear();
+    decidedPoints_ = pts;  // what the recheck re-prices (recheck_steps)
     rec["screen_seconds"] = since(screenStart);
     for (size_t i = 0; i < pts.size(); ++i) floor[i] = std::isfinite(pts[i].stat) ? pts[i].stat : 0.0;
     // The running plan among the candidates (candidates_.size() if not: pinned to another plan).
@@ -599,10 +600,12 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // neighbours, explored for a few steps, stepped to ever sparser TopK as
     // the gain fell (experiments/results/controller_ablation.md: 1.1% → 0.4%
     // → 0.1% at 20 Mbit/s). Network-triggered decisions may move either way.
+    // A "cost" decision (the recheck found the running plan costlier than
+    // screened, recheck_steps) follows it the same way, towards less compression.
     auto remaining = pts;
-    if (reason == "gain") {
+    if (reason == "gain" || reason == "cost") {
       const double own = self < candidates_.size() ? pts[self].stat : NAN;
-      const double change = gainDrift_.signedChange();
+      const double change = reason == "cost" ? -1.0 : gainDrift_.signedChange();
       remaining = followGain(pts, own, change);  // within the family under gain_scope: family (screenAll)
       rec["direction"] = {{"gain_change", change},
                           {"scope", opts_.gainScope},
@@ -830,6 +833,10 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   }
   decided_ = true;
   lastDecision_ = step;
+  sinceDecision_ = 0;
+  recheckStats_ = {};
+  recheckDue_ = opts_.recheckSteps > 0 && !opts_.pin && reason != "cost";
+  costTriggered_ = false;
   ++decisions_;
   betaSteps_ = 0;
   rec["seconds"] = since(started);  // all of it: refit, screening, exploration (charged to training time)

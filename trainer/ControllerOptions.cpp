@@ -71,6 +71,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
   o.minInterval = r.getInt("min_interval", o.minInterval, 1);
+  o.recheckSteps = r.getInt("recheck_steps", o.recheckSteps, 0);
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.gainScope = r.getEnum("gain_scope", o.gainScope, {"family", "all"});
@@ -121,6 +122,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["explore_margin"] = exploreMargin;
   n["check_every"] = checkEvery;
   n["min_interval"] = minInterval;
+  n["recheck_steps"] = recheckSteps;
   n["network_interval"] = networkInterval;
   n["gain_drift"] = gainDrift;
   n["gain_scope"] = gainScope;

@@ -96,4 +96,19 @@ std::vector<Objectives> followGain(std::vector<Objectives> points, double own, d
   return points;
 }
 
+int64_t recheckKnee(std::vector<Objectives> points, const std::vector<size_t>& own, double running,
+                    double timeWeight, KneeScale scale, double timeTolerance) {
+  double screened = INFINITY;
+  for (size_t i : own)
+    if (i < points.size() && std::isfinite(points[i].time)) screened = std::min(screened, points[i].stat);
+  if (!std::isfinite(screened) || !std::isfinite(running) || !(running > screened + kFollowGainMargin * std::abs(screened)))
+    return -1;
+  const double less = screened - kFollowGainMargin * std::abs(screened);  // below it: compresses less
+  for (auto& p : points)
+    if (!(p.stat < less)) p.stat = std::max(p.stat, running);
+  if (paretoFront(points).empty()) return -1;
+  const size_t k = kneePoint(points, timeWeight, scale, timeTolerance);
+  return points[k].stat < less ? int64_t(k) : -1;
+}
+
 }  // namespace gradzip::trainer
