@@ -317,9 +317,9 @@ struct ControllerOptions {
   // three runs whose provisional step took TopK 1.1% and in no other; the
   // decision at step 31 took TopKC b=2 twice and TopK 3.3% once, and the
   // three still needed 1.21x, 1.07x and 1.10x topk33's steps to 0.83 (seed
-  // 29 without the recheck: 1.21x too). At 20 Mbit/s (seeds 39, 40, 44) it
-  // fired once, on TopK 3.3% (0.51 against 0.27 screened), and that decision
-  // kept it. No gain shown, so off (controller_ablation.md, "A recheck of
+  // 29 with no recheck fired, under a first build: 1.21x too). At 20 Mbit/s
+  // (seeds 39, 40, 44) it fired once, on TopK 3.3% (0.51 against 0.27
+  // screened), and that decision kept it. No gain shown, so off (controller_ablation.md, "A recheck of
   // the decision's cost").
   int64_t recheckSteps = 0;
   // Steps between a decision and the next network- or step-time-triggered
