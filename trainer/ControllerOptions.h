@@ -21,7 +21,7 @@
 //     sparse_start_above: 0.1           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
-//     recheck_steps: 20                 # re-decide once, 20 steps on, if the plan's measured cost moves the knee (default 0: off)
+//     recheck_steps: 20                 # once, 20 steps on, re-price the plan's measured cost (default 0: off)
 //     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
 //     noise_every: 20                   # steps between gradient-noise-scale measurements (0: never)
 //     pin: {name: thc, collective: ps}  # pinned mode: measure and log, never switch
@@ -312,15 +312,15 @@ struct ControllerOptions {
   // ResNet-20 at an ef_rate of 0.56-0.83 where it ran at 2.1-3.9 over steps
   // 21-30, while TopK 3.3% screens at 0.27-0.43 and ran at 0.41-0.56; at 10
   // Mbit/s the knee between the two is within 1% (seeds 31 and 33 of the
-  // 12-02 evening: 0.099 against 0.108, 0.112 against 0.111). On 10 Mbit/s,
-  // seeds 29 and 31-37 (12-02 22:41-23:17, AMD host), at 20 it fired in the
-  // three runs whose provisional step took TopK 1.1% and in no other; the
-  // decision at step 31 took TopKC b=2 twice and TopK 3.3% once, and the
-  // three still needed 1.21x, 1.07x and 1.10x topk33's steps to 0.83 (seed
-  // 29 with no recheck fired, under a first build: 1.21x too). At 20 Mbit/s
-  // (seeds 39, 40, 44) it fired once, on TopK 3.3% (0.51 against 0.27
-  // screened), and that decision kept it. No gain shown, so off (controller_ablation.md, "A recheck of
-  // the decision's cost").
+  // 12-02 evening: 0.099 against 0.108, 0.112 against 0.111). On 10
+  // Mbit/s, seeds 29, 31 and 34-37 (12-02 22:41-23:17, AMD host), at 20 it
+  // fired in the three runs whose provisional step took TopK 1.1% and in no
+  // other; the decision at step 31 took TopKC b=2 twice and TopK 3.3% once,
+  // and the three still needed 1.21x, 1.07x and 1.10x topk33's steps to 0.83
+  // (seed 29 with no recheck fired, under a first build: 1.21x too). At 20
+  // Mbit/s (seeds 39, 40, 44) it fired once, on TopK 3.3% (0.51 against
+  // 0.27 screened), and that decision kept it. No gain shown, so off
+  // (controller_ablation.md, "A recheck of the decision's cost").
   int64_t recheckSteps = 0;
   // Steps between a decision and the next network- or step-time-triggered
   // one: a link that changed is acted on soon (the change must still persist

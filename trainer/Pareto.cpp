@@ -101,9 +101,9 @@ int64_t recheckKnee(std::vector<Objectives> points, const std::vector<size_t>& o
   double screened = INFINITY;
   for (size_t i : own)
     if (i < points.size() && std::isfinite(points[i].time)) screened = std::min(screened, points[i].stat);
-  if (!std::isfinite(screened) || !std::isfinite(running) || !(running > screened + kFollowGainMargin * std::abs(screened)))
-    return -1;
-  const double less = screened - kFollowGainMargin * std::abs(screened);  // below it: compresses less
+  const double margin = kFollowGainMargin * std::abs(screened);
+  if (!std::isfinite(screened) || !std::isfinite(running) || !(running > screened + margin)) return -1;
+  const double less = screened - margin;  // below it: compresses less
   for (auto& p : points)
     if (!(p.stat < less)) p.stat = std::max(p.stat, running);
   if (paretoFront(points).empty()) return -1;

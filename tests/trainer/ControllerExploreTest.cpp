@@ -302,7 +302,8 @@ TEST(ControllerExplore, TheRecheckPricesTheRunningPlanOnItsLaterStepsOnce) {
   }
   ASSERT_FALSE(own.empty()) << e.decision.dump();
   EXPECT_NEAR(r["screened_cost"].get<double>(), screened, 1e-9 * screened) << r.dump();
-  const int64_t knee = trainer::recheckKnee(pts, own, r["cost"].get<double>(), 0.85, trainer::KneeScale::Relative, 0.04);
+  const int64_t knee =
+      trainer::recheckKnee(pts, own, r["cost"].get<double>(), 0.85, trainer::KneeScale::Relative, 0.04);
   EXPECT_EQ(r["redecide"].get<bool>(), knee >= 0) << r.dump();
   EXPECT_FALSE(r["redecide"].get<bool>()) << r.dump();
   EXPECT_TRUE(r["knee"].is_null()) << r.dump();
