@@ -33,7 +33,7 @@ namespace {
 constexpr size_t kCalibration = 10;
 constexpr int64_t kGainSettle = 50;  // steps on a plan before its gain becomes the reference
 constexpr double kSmoothing = 0.1;  // weight of a new observation in the drift averages
-constexpr size_t kRecentCap = 1000;
+constexpr size_t kRecentCap = 1000;  // steps kept since a decision (recent_); bounds recheck_steps
 // A drift only counts when it moves the communication time by at least
 // kMinImpact of the step time: a network change the step does not feel is not
 // worth re-deciding for (the window it is the median of: kRatioWindow,
@@ -385,7 +385,8 @@ void Controller::observe(const StepMeasure& m) {
   syncs_.push_back(std::max(0.0, m.step - m.compute));
   if (syncs_.size() > kRatioWindow) syncs_.erase(syncs_.begin());
   recentStats_ += stats;
-  if (recheckDue_ && 2 * ++sinceDecision_ > opts_.recheckSteps) recheckStats_ += stats;
+  // recent_ holds the steps since the last decision (resetMeasurements).
+  if (recheckDue_ && 2 * int64_t(recent_.size()) > opts_.recheckSteps) recheckStats_ += stats;
   const double gain = stats.inputSq > 0 ? stats.appliedSq / stats.inputSq : NAN;
   const double ratio = predicted > 0 ? observed / predicted : NAN;
   // Calibrate the references on the first observations of a plan, then
@@ -615,22 +616,24 @@ void Controller::sendVerdict(int64_t step) {
 }
 
 bool Controller::recheck(int64_t step) {
-  if (!recheckDue_ || sinceDecision_ < opts_.recheckSteps) return false;
+  const auto steps = int64_t(recent_.size());  // since the last decision
+  if (!recheckDue_ || steps < opts_.recheckSteps) return false;
   recheckDue_ = false;
-  std::vector<size_t> own;
-  for (size_t i = 0; i < candidates_.size() && i < decidedPoints_.size(); ++i)
-    if (candidates_[i].plan.codecKey() == active_.codecKey()) own.push_back(i);
-  const double running = statCost(recheckStats_, active_, 0.0);
-  const int64_t knee = recheckKnee(decidedPoints_, own, running, opts_.timeWeight, opts_.kneeScale(),
-                                   opts_.timeTolerance);
+  // The running compressor's screened cost, through any collective (they
+  // share its statistics).
   double screened = INFINITY;
-  for (size_t i : own) screened = std::min(screened, decidedPoints_[i].stat);
+  for (size_t i = 0; i < candidates_.size() && i < decidedPoints_.size(); ++i)
+    if (candidates_[i].plan.codecKey() == active_.codecKey() && std::isfinite(decidedPoints_[i].time))
+      screened = std::min(screened, decidedPoints_[i].stat);
+  const double running = statCost(recheckStats_, active_, 0.0);
+  const int64_t knee = recheckKnee(decidedPoints_, screened, running, opts_.timeWeight, opts_.kneeScale(),
+                                   opts_.timeTolerance);
   const auto j = statsJson(recheckStats_);
   writeDecision(nlohmann::json{{"step", step},
                                {"event", "recheck"},
                                {"plan", active_.key()},
                                {"decision_step", lastDecision_},
-                               {"steps", sinceDecision_ - opts_.recheckSteps / 2},
+                               {"steps", steps - opts_.recheckSteps / 2},
                                {"vnmse", j["vnmse"]},
                                {"cost", running},
                                {"screened_cost", screened},

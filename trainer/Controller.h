@@ -439,7 +439,6 @@ class Controller {
   // checkpointed: a run resumed before the check skips it.
   std::vector<Objectives> decidedPoints_;
   CompressionStats recheckStats_;
-  int64_t sinceDecision_ = 0;  // steps observed since the last decision
   bool recheckDue_ = false, costTriggered_ = false;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
   double recentStep_ = 0;      // Σ step seconds over recent_

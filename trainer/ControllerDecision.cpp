@@ -833,7 +833,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   }
   decided_ = true;
   lastDecision_ = step;
-  sinceDecision_ = 0;
   recheckStats_ = {};
   recheckDue_ = opts_.recheckSteps > 0 && !opts_.pin && reason != "cost";
   costTriggered_ = false;

@@ -71,7 +71,8 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
   o.minInterval = r.getInt("min_interval", o.minInterval, 1);
-  o.recheckSteps = r.getInt("recheck_steps", o.recheckSteps, 0);
+  // At most the steps since a decision the controller keeps (Controller.cpp kRecentCap).
+  o.recheckSteps = r.getInt("recheck_steps", o.recheckSteps, 0, 1000);
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.gainScope = r.getEnum("gain_scope", o.gainScope, {"family", "all"});

@@ -96,11 +96,8 @@ std::vector<Objectives> followGain(std::vector<Objectives> points, double own, d
   return points;
 }
 
-int64_t recheckKnee(std::vector<Objectives> points, const std::vector<size_t>& own, double running,
-                    double timeWeight, KneeScale scale, double timeTolerance) {
-  double screened = INFINITY;
-  for (size_t i : own)
-    if (i < points.size() && std::isfinite(points[i].time)) screened = std::min(screened, points[i].stat);
+int64_t recheckKnee(std::vector<Objectives> points, double screened, double running, double timeWeight,
+                    KneeScale scale, double timeTolerance) {
   const double margin = kFollowGainMargin * std::abs(screened);
   if (!std::isfinite(screened) || !std::isfinite(running) || !(running > screened + margin)) return -1;
   const double less = screened - margin;  // below it: compresses less

@@ -91,21 +91,20 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
 inline constexpr double kFollowGainMargin = 0.01;
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange);
 // The recheck of a decision (ControllerOptions::recheckSteps): `points` are
-// the decision's screened candidates, `own` the indices of those that run the
-// running plan's compressor (its collectives share its statistics), and
-// `running` its statistical cost as measured once its error-feedback residual
-// has built up. When `running` exceeds their screened cost c by more than
-// kFollowGainMargin of it, every point that does not compress less than the
-// running plan (screened cost at least c less that margin: the plan through
-// any collective, its near twins such as AR-TopK at its ratio, screened
-// within 1e-3 of it, and the sparser plans) is re-priced at no less than
-// `running`, and the knee of the re-priced points is returned if it
-// compresses less (followGain's rule for a falling gain): the decision was
-// taken on a cost the plan does not have. Otherwise -1. Only towards less
-// compression: the denser candidates keep their screened costs, which,
-// replays of one early gradient, read the sparser TopK ratios low
-// (ControllerOptions.h, recheck_steps).
-int64_t recheckKnee(std::vector<Objectives> points, const std::vector<size_t>& own, double running,
-                    double timeWeight, KneeScale scale, double timeTolerance);
+// the decision's screened candidates, `screened` the running plan's screened
+// cost among them (its compressor through any collective), and `running` its
+// statistical cost as measured once its error-feedback residual has built
+// up. When `running` exceeds `screened` by more than kFollowGainMargin of
+// it, every point that does not compress less than the running plan
+// (screened cost below `screened` by that margin: the running compressor
+// through any collective, near twins such as AR-TopK at its ratio, and the
+// sparser plans) is re-priced at no less than `running`, and the knee of the
+// re-priced points is returned if it compresses less (followGain's rule for
+// a falling gain): the decision was taken on a cost the plan does not have.
+// Otherwise -1. Only towards less compression: the denser candidates keep
+// their screened costs, which, replays of one early gradient, read the
+// sparser TopK ratios low (ControllerOptions.h, recheck_steps).
+int64_t recheckKnee(std::vector<Objectives> points, double screened, double running, double timeWeight,
+                    KneeScale scale, double timeTolerance);
 
 }  // namespace gradzip::trainer

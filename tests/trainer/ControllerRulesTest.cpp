@@ -209,16 +209,15 @@ TEST(Pareto, RecheckRepricesTheRunningCompressorAndMovesOnlyToLessCompression) {
   const std::vector<Objectives> pts{{0.5807, 0.0},    {0.2423, 0.0199}, {0.1843, 0.1237}, {0.2670, 0.0526},
                                     {0.1726, 0.2672}, {0.1425, 0.7735}, {0.1425, 0.7735}, {0.1331, 1.7062},
                                     {0.1290, 2.752},  {0.1475, 0.7731}};
-  const std::vector<size_t> topk11{5, 6};
+  const double topk11 = pts[5].stat;
   ASSERT_EQ(kneePoint(pts, 0.85, KneeScale::Relative, 0.04), 5u);
-  const auto recheck = [&](const std::vector<size_t>& own, double running) {
-    return recheckKnee(pts, own, running, 0.85, KneeScale::Relative, 0.04);
+  const auto recheck = [&](double screened, double running) {
+    return recheckKnee(pts, screened, running, 0.85, KneeScale::Relative, 0.04);
   };
   // It ran at v = 0.913 from step 30: 3.62. Re-priced (both collectives,
   // AR-TopK within 1% of it and the sparser TopK at no less), the knee is
   // TopK 3.3%, which compresses less.
   EXPECT_EQ(recheck(topk11, 3.62), 4);
-  EXPECT_EQ(recheck({5}, 3.62), 4);
   // Just above the margin the knee stays with the sparse plans: had only the
   // running plan been re-priced, AR-TopK (4e-4 below it, not "less
   // compression") would have become the knee.
@@ -229,17 +228,18 @@ TEST(Pareto, RecheckRepricesTheRunningCompressorAndMovesOnlyToLessCompression) {
   }
   // Within kFollowGainMargin (1%) of the screened cost, or below it: the
   // decision stands.
-  EXPECT_EQ(recheck(topk11, 0.7735 * 1.009), -1);
+  EXPECT_EQ(recheck(topk11, topk11 * 1.009), -1);
   EXPECT_EQ(recheck(topk11, 0.5), -1);
   // TopK 3.3% running dearer than screened (0.526 against 0.267, seed 33)
   // makes the sparser TopK 1.1% the knee: never a move towards more
   // compression.
   ASSERT_EQ(kneePoint([&] { auto p = pts; p[4].stat = 0.526; return p; }(), 0.85, KneeScale::Relative, 0.04), 5u);
-  EXPECT_EQ(recheck({4}, 0.526), -1);
-  // Unscreened (not a candidate, or infinite), or not measured: no move.
-  EXPECT_EQ(recheck({}, 3.62), -1);
+  EXPECT_EQ(recheck(pts[4].stat, 0.526), -1);
+  // Unscreened (not a candidate), or not measured: no move.
+  EXPECT_EQ(recheck(INFINITY, 3.62), -1);
   EXPECT_EQ(recheck(topk11, NAN), -1);
-  EXPECT_EQ(recheckKnee({{INFINITY, INFINITY}, {0.2, 0.1}}, {0}, 3.0, 0.85, KneeScale::Relative, 0.04), -1);
+  // Nothing finite left to take a knee of.
+  EXPECT_EQ(recheckKnee({{INFINITY, INFINITY}}, 0.1, 3.0, 0.85, KneeScale::Relative, 0.04), -1);
 }
 
 // The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
