@@ -63,6 +63,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
   o.provisionalRewind = r.getBool("provisional_rewind", o.provisionalRewind);
+  o.rescreenFirst = r.getBool("rescreen_first", o.rescreenFirst);
   o.sparseStartAbove = r.getDouble("sparse_start_above", o.sparseStartAbove, 0.0, 1e300);
   if (r.has("sparse_start_plan")) o.sparseStartPlan = Plan::fromYaml(r.child("sparse_start_plan"));
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
@@ -115,6 +116,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
   n["provisional_rewind"] = provisionalRewind;
+  n["rescreen_first"] = rescreenFirst;
   n["sparse_start_above"] = sparseStartAbove;
   n["sparse_start_plan"] = sparseStartPlan.toYaml();
   n["explore_steps"] = exploreSteps;

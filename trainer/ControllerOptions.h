@@ -18,6 +18,7 @@
 //     screen_threads: 2                 # threads rank 0 screens the codecs on (1: its decision thread alone)
 //     provisional_step: 2               # leave fp16 for the predicted knee after step 2 (0: off)
 //     provisional_rewind: true          # and undo those 2 fp16 steps (they measured)
+//     rescreen_first: false             # true: the first decision screens error-feedback codecs afresh
 //     sparse_start_above: 0.1           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
@@ -244,6 +245,26 @@ struct ControllerOptions {
   // there, and auto with the static arm's plan follows that arm's path bit
   // for bit (same file, "Undoing the warm-up's fp16 steps").
   bool provisionalRewind = true;
+  // true: the first decision (warmup_steps) screens the error-feedback
+  // codecs afresh, on its own step's gradient, and reuses the provisional
+  // step's screenings of the others (their statistics are of one gradient
+  // either way; encode/decode times and wire bits do not change in 8 steps).
+  // Why: the step-2 gradient, at the start of the learning-rate warm-up, is
+  // one a sparse residual holds well. Offline (ResNet-20, batches of 64, two
+  // seeds; experiments/python/ef_early_screening.py) replays of it read TopK
+  // 1.1% at an ef_rate of 1.24-1.43 where error feedback along steps 21-30
+  // ran at 3.17-3.37, and replays of the step-10 gradient at 2.10-2.26; TopK
+  // 3.3% 0.43-0.46 and 0.62-0.67 against 0.44-0.46. Reusing them, the first
+  // decision keeps a provisional TopK 1.1% until the first gain decision at
+  // step ~210. Measured at 10 Mbit/s (seeds 29, 31, 35, 37, 40 and 42,
+  // 12-03, AMD host; controller_ablation.md, "The first decision screens
+  // error feedback afresh"): the re-screening took 0.09-0.14 s, and moved 4
+  // of the 5 provisional TopK 1.1% plans at step 10, to TopKC b=2 (3) or
+  // AR-TopK 3.3% (1). Those needed fewer steps (313 against 325 to 0.83 on
+  // the means, 1.09x topk33's against 1.13x) but ran 155-190 ms a step
+  // against TopK 1.1%'s 119-131, so 1.106x topk33's time against 1.041x
+  // with the reuse. Not the default.
+  bool rescreenFirst = false;
   // A slow link at the start. The steps before the provisional step measure
   // (compute time, a gradient to screen, β) and are undone when the knee is
   // not `initial`; on a slow link their fp16 sync is most of their time and

@@ -43,11 +43,13 @@ import fmnist  # noqa: E402
 import gz_models  # noqa: E402
 
 
-def gradients(steps, first):
-    torch.manual_seed(1)
+def gradients(steps, first, batch=128, seed=1):
+    """The flattened gradients of steps first..steps of the recipe above,
+    at `batch` samples a step (ef_early_screening.py: a rank's 64)."""
+    torch.manual_seed(seed)
     transform = fmnist.Transform(2, True, [fmnist.DEFAULT_MEAN], [fmnist.DEFAULT_STD])
     x, y = fmnist.load(train=True)
-    loader = fmnist.Loader(x, y, 0, 1, 128, True, True, 1, transform, augment=True)
+    loader = fmnist.Loader(x, y, 0, 1, batch, True, True, 1, transform, augment=True)
     model = gz_models.make_model("resnet20", in_channels=1)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
     out = []

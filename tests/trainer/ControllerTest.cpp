@@ -1057,7 +1057,8 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   // explore_margin of the knee (recomputed here from the logged predictions
   // and vNMSEs under the run's statistical cost) until the first decision at
   // step 10, which measures that plan as the running one, reusing the
-  // provisional screenings. With provisional_step 0 the warm-up stays on
+  // provisional screenings (with rescreen_first, all but the error-feedback
+  // codecs'). With provisional_step 0 the warm-up stays on
   // fp16 and the first decision screens. Either way α comes from the start-up
   // probe and β at step 2 (kStartBetaSteps), and both are training time.
   const std::string opts =
@@ -1114,6 +1115,34 @@ TEST_F(ControllerTrainTest, WarmupLeavesFp16ForThePredictedKneeAtTheProvisionalS
   } else {
     EXPECT_FALSE(p.contains("rewound"));  // nothing to undo: fp16 goes on
   }
+
+  // rescreen_first: the first decision reuses the provisional screenings of
+  // the codecs without error feedback (fp16: the same codec times) and
+  // screens the TopK and TopKC codecs afresh on its own step's gradient.
+  auto again = config(dir.path() + "/again", "{name: auto, rescreen_first: true, " + opts + "}", 12);
+  train(again);
+  nlohmann::json ap, ad;
+  for (const auto& r : jsonLines(again.runDir() + "/decisions.jsonl")) {
+    if (r["event"] == "provisional") ap = r;
+    if (r["event"] == "decision" && ad.is_null()) ad = r;
+  }
+  ASSERT_FALSE(ap.is_null());
+  ASSERT_FALSE(ad.is_null());
+  EXPECT_EQ(ad["step"], 10);
+  const int64_t screenedAgain = ad["codecs_screened"].get<int64_t>();
+  EXPECT_GT(screenedAgain, 0);
+  EXPECT_LT(screenedAgain, ap["codecs_screened"].get<int64_t>());
+  EXPECT_EQ(ad["screening"], fmt::format("reused from the provisional step 2, the {} error-feedback codecs "
+                                         "screened afresh",
+                                         screenedAgain));
+  ASSERT_EQ(ad["candidates"].size(), ap["candidates"].size());
+  int fp16Candidates = 0;
+  for (size_t i = 0; i < ap["candidates"].size(); ++i) {
+    if (!ap["candidates"][i]["plan"].get<std::string>().starts_with("fp16")) continue;
+    ++fp16Candidates;
+    EXPECT_EQ(ad["candidates"][i]["encode_decode"], ap["candidates"][i]["encode_decode"]) << i;
+  }
+  EXPECT_GT(fp16Candidates, 0);
 
   auto off = config(dir.path() + "/off", "{name: auto, provisional_step: 0, " + opts + "}", 12);
   train(off);
