@@ -217,7 +217,6 @@ class Controller {
     // included, an estimate of the steady state the plan runs in.
     CompressionStats stats;
     int64_t gradients = 0;  // distinct gradients of the error-feedback sequence (1: replays)
-    bool errorFeedback = false;  // the codec carries a residual (its statistics are a sequence's)
     bool ok = false;
   };
   struct Measured {

@@ -146,7 +146,6 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
       const int64_t d = last.numel();
       const auto pos = std::find(steady.begin(), steady.end(), k);
       const bool replay = fed && pos != steady.end();
-      if (fed) s.errorFeedback = true;
       const size_t slot = size_t(pos - steady.begin());  // its tensor in a window_ entry
       const int64_t reps = replay ? calls : 2;
       for (int64_t rep = 0; rep < reps; ++rep) {
@@ -559,7 +558,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       // step's gradient.
       int64_t again = 0;
       if (opts_.rescreenFirst)
-        again = int64_t(std::erase_if(provisionalScreens_, [](const auto& e) { return e.second.errorFeedback; }));
+        for (const auto& c : candidates_)
+          if (c.plan.errorFeedback()) again += int64_t(provisionalScreens_.erase(c.plan.codecKey()));
       rec["screening"] =
           again > 0 ? fmt::format("reused from the provisional step {}, the {} error-feedback codecs screened afresh",
                                   opts_.provisionalStep, again)

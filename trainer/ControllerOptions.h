@@ -262,7 +262,7 @@ struct ControllerOptions {
   // of the 5 provisional TopK 1.1% plans at step 10, to TopKC b=2 (3) or
   // AR-TopK 3.3% (1). Those needed fewer steps (313 against 325 to 0.83 on
   // the means, 1.09x topk33's against 1.13x) but ran 155-190 ms a step
-  // against TopK 1.1%'s 119-131, so 1.106x topk33's time against 1.041x
+  // against TopK 1.1%'s 119-151, so 1.106x topk33's time against 1.041x
   // with the reuse. Not the default.
   bool rescreenFirst = false;
   // A slow link at the start. The steps before the provisional step measure

@@ -29,11 +29,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ef_steady_state as E  # noqa: E402
+import replay_knee  # noqa: E402
 
 
-def ef_rate(v, k=0.03):
-    d = 1 - v
-    return k * (1 - d) / d**2
+def ef_rate(v):
+    return replay_knee.cost(v, "topk", "ef_rate", 0.03)  # every codec here runs under error feedback
 
 
 def main():
