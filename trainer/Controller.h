@@ -322,6 +322,10 @@ class Controller {
   // The steps it ran go to undone.jsonl as undone from `step`.
   Measured explore(int64_t step, const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against,
                    double statFloor);
+  // The step time a decision compares a measured plan by (common_base):
+  // its step as measured, or, while commonBase_ > 0, that common base plus
+  // its step − compute (`sync`).
+  double measuredTime(double step, double sync) const { return commonBase_ > 0 ? commonBase_ + sync : step; }
   // Appends to this rank's undone.jsonl: `steps` steps after `step` ran
   // `plan` (a key) and were undone `by` exploration or the provisional rewind.
   void logUndone(int64_t step, const std::string& plan, int64_t steps, const char* by);
@@ -383,6 +387,9 @@ class Controller {
   // Steps whose collectives alone give β at this decision (a sharp change,
   // before the medians moved; observedBetaOfRanks); 0: the last kRatioWindow.
   int64_t betaSteps_ = 0;
+  // A decision's common base for the plans it measured (common_base; 0:
+  // each plan's own steps). Set and reset by decide.
+  double commonBase_ = 0;
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;

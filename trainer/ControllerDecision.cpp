@@ -377,7 +377,8 @@ Controller::Measured Controller::explore(int64_t step, const Plan& plan, Control
       // fastest step so far (a loaded host only ever slows a step down) and
       // its statistics so far, would not replace the running plan.
       if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
-        const Objectives best{*std::min_element(steps.begin(), steps.end()), statCost(out.stats, plan, statFloor)};
+        const size_t f = size_t(std::min_element(steps.begin(), steps.end()) - steps.begin());
+        const Objectives best{measuredTime(steps[f], syncs[f]), statCost(out.stats, plan, statFloor)};
         if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
           out.stopped = true;
           break;
@@ -415,6 +416,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     return betaSteps_ > 0 && v.size() > size_t(betaSteps_) ? median(std::vector<double>(v.end() - betaSteps_, v.end()))
                                                            : median(v);
   };
+  // The measured plans' common base (ControllerOptions::commonBase): where
+  // no sync overlaps backward, forward+backward does not depend on the plan,
+  // so a decision compares the plans it measured by their step − compute on
+  // one base, the mean forward+backward of the running plan's steps since the
+  // last decision (the predictions' too: baseStep), not by steps that each
+  // carry the host's load of their own few steps.
+  commonBase_ = opts_.commonBase && !sync_.overlapsBackward() && !recent_.empty() ? meanCompute(recent_) : 0.0;
+  if (commonBase_ > 0) rec["common_base"] = commonBase_;
   const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
   rec["geometry"] = weighted ? "optimizer" : "gradient";  // rank 0's, the one that screens and decides
   // 1. α, β when the network moved: the robust fit of the collectives observed
@@ -639,7 +648,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
     if (!remeasure && !steps_.empty())
-      current = {latest(steps_), statCost(recentStats_, active_, activeFloor)};
+      current = {measuredTime(latest(steps_), latest(syncs_)), statCost(recentStats_, active_, activeFloor)};
     // At a network decision the bar is the knee of the predicted front at the
     // new α and β instead, the cost model standing in for the running plan's
     // steps that straddle the change, with the model's error on the
@@ -729,7 +738,8 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
                                    : sofar[opts_.kneeOf(sofar)];
     measured.push_back(explore(step, candidates_[i].plan, loop, race, against, floor[size_t(i)]));
     if (measured.back().ok)
-      sofar.push_back({measured.back().step, statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
+      sofar.push_back({measuredTime(measured.back().step, measured.back().sync),
+                       statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
@@ -740,10 +750,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   int64_t chosen = -2;  // -2: keep the current plan
   double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
   bool measuredRefs = false;        // measured, not predicted (the predicted knee's)
-  const double currentStep = steps_.empty() ? INFINITY : latest(steps_);
+  const double currentStep = steps_.empty() ? INFINITY : measuredTime(latest(steps_), latest(syncs_));
   if (comm_.rank() == 0) {
     auto cj = statsJson(recentStats_);
-    rec["current"] = {{"plan", active_.key()}, {"measured_step", currentStep}, {"vnmse", cj["vnmse"]},
+    rec["current"] = {{"plan", active_.key()},
+                      {"measured_step", steps_.empty() ? INFINITY : latest(steps_)},
+                      {"measured_sync", syncs_.empty() ? INFINITY : latest(syncs_)},
+                      {"time", currentStep},
+                      {"vnmse", cj["vnmse"]},
                       {"gain", cj["gain"]}, {"steps", recent_.size()}, {"steps_on_plan", planSteps_},
                       {"cost", statCost(recentStats_, active_, activeFloor)}};
     std::vector<Objectives> pts;
@@ -751,12 +765,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     for (size_t i = 0; i < exploreList.size(); ++i) {
       const auto& m = measured[i];
       const size_t c = size_t(exploreList[i]);
-      pts.push_back(m.ok ? Objectives{m.step, statCost(m.stats, candidates_[c].plan, floor[c])}
+      pts.push_back(m.ok ? Objectives{measuredTime(m.step, m.sync), statCost(m.stats, candidates_[c].plan, floor[c])}
                          : Objectives{INFINITY, INFINITY});
       auto j = statsJson(m.stats);
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
                     {"ok", m.ok},
                     {"measured_step", m.step},
+                    {"measured_sync", m.sync},
+                    {"time", pts.back().time},
                     {"fastest_step", m.fastest},
                     {"steps", m.steps},
                     {"stopped_early", m.stopped},
@@ -851,6 +867,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   costTriggered_ = false;
   ++decisions_;
   betaSteps_ = 0;
+  commonBase_ = 0;
   rec["seconds"] = since(started);  // all of it: refit, screening, exploration (charged to training time)
   writeDecision(rec.dump());
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,

@@ -77,6 +77,7 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.gainScope = r.getEnum("gain_scope", o.gainScope, {"family", "all"});
+  o.commonBase = r.getBool("common_base", o.commonBase);
   o.networkDrift = r.getDouble("network_drift", o.networkDrift, 0.001, 100.0);
   o.soundEvery = r.getInt("sound_every", o.soundEvery, 0);
   o.soundShare = r.getDouble("sound_share", o.soundShare, 1e-4, 1.0);
@@ -129,6 +130,7 @@ YAML::Node ControllerOptions::toYaml() const {
   n["network_interval"] = networkInterval;
   n["gain_drift"] = gainDrift;
   n["gain_scope"] = gainScope;
+  n["common_base"] = commonBase;
   n["network_drift"] = networkDrift;
   n["sound_every"] = soundEvery;
   n["sound_share"] = soundShare;

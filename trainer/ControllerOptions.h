@@ -22,6 +22,7 @@
 //     sparse_start_above: 0.1           # where fp16 would sync longer a step, the measuring steps run sparse_start_plan
 //     geometry: optimizer               # statistical cost of the update (Adam: 1/(√mean v̂+ε) per tensor), or gradient
 //     gain_scope: family                # a gain decision keeps the running compressor (or: all)
+//     common_base: true                 # measured plans compared on one forward+backward (false: their own steps)
 //     recheck_steps: 20                 # once, 20 steps on, re-price the plan's measured cost (default 0: off)
 //     explore_min_steps: 2              # a losing candidate stops after 2 timed steps (0: never early)
 //     noise_every: 20                   # steps between gradient-noise-scale measurements (0: never)
@@ -364,6 +365,26 @@ struct ControllerOptions {
   // on ResNet-20; 90 since PowerSGD rank 1 and the 2-bit THC all-reduce left
   // it on 11-29).
   std::string gainScope = "family";
+  // How a decision compares the plans it measured (the running plan's last
+  // steps, each explored candidate's few). false: each by its steps as
+  // measured. true: where no sync overlaps backward (one bucket, or
+  // overlap off: GradSync::overlapsBackward), each by one base, the mean
+  // forward+backward of the running plan's steps since the last decision
+  // (the predictions' base, baseStep), plus its own step − compute. There
+  // forward+backward does not depend on the plan, while the host's load
+  // moves it from one run of steps to the next: on an AVX2 host whose
+  // forward+backward moved between 0.46 and 0.63 s a step (10-step means)
+  // within one ResNet-20 run (20 Mbit/s, 12-03), the step-211 gain decision of seed 51 explored TopKC
+  // 8 bits at 0.681 s (5 steps) against TopKC b=2's 0.670 (its last 9) and
+  // took it for its lower cost; its follow-up measured 0.743 s a step, and
+  // its exposed sync ran 0.145-0.203 s a step (10-step means) against
+  // TopKC b=2's 0.036-0.073 before it (experiments/results/
+  // controller_ablation.md, "Plans measured on one base"). With overlap
+  // each plan keeps its own: a sync that overlaps backward slows it (THC
+  // 4-bit PS with 0.25 MB buckets: 0.178 s against 0.153; OverlapModel.h).
+  // Not yet measured on time to accuracy against false, the rule before
+  // 12-03.
+  bool commonBase = true;
   double networkDrift = 0.30;     // relative change of observed/predicted communication time that re-decides
   // Bandwidth soundings (trainer/BandwidthSounding.h) while the running plan
   // is latency-bound (its collectives move less than 32 KB a step, within a

@@ -130,6 +130,10 @@ class GradSync {
   // (0 when no current plan uses error feedback, or before the first step).
   double residualNorm() const;
   int numBuckets() const { return static_cast<int>(buckets_.size()); }
+  // Whether a bucket's sync can run while backward does (overlap on, more than
+  // one bucket); otherwise every sync starts after backward and leaves
+  // forward+backward as it would be under any plan.
+  bool overlapsBackward() const { return opts_.overlap && buckets_.size() > 1; }
   int64_t bucketNumel(int bucket) const { return buckets_.at(bucket).numel; }
   // Between steps: the bucket's averaged gradient of the last step (float32, flat).
   const torch::Tensor& bucketGradient(int bucket) const { return buckets_.at(bucket).flat; }

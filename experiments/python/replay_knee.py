@@ -181,13 +181,15 @@ def main():
             floor = lambda r: max(c(r), screened.get(r["plan"], 0.0)) if a.floors else c(r)  # noqa: E731
             predicted = knee([(r["predicted_step"], c(r), r["plan"]) for r in d["candidates"] if r.get("ok")],
                              a.time_weight, a.tolerance, a.knee)
-            measured = [(r["measured_step"], floor(r), r["plan"]) for r in d.get("explored", []) if r.get("ok")]
+            # `time`: the step the decision compared (on its common_base, since 12-03).
+            measured = [(r.get("time", r["measured_step"]), floor(r), r["plan"])
+                        for r in d.get("explored", []) if r.get("ok")]
             cur = d.get("current") or {}
             stale = a.floors and "predicted_knee" in d  # the controller leaves the running plan out
             if isinstance(cur.get("measured_step"), float) and isinstance(cur.get("vnmse"), float) and not stale:
                 on_plan = d["step"] - max([s for s in applied if s < d["step"]] or [0])
                 own = c(cur) if applied and on_plan >= a.settled else floor(cur)
-                measured.append((cur["measured_step"], own, cur["plan"]))
+                measured.append((cur.get("time", cur["measured_step"]), own, cur["plan"]))
             chosen = knee(measured, a.time_weight, a.tolerance, a.knee)
             print(json.dumps({"log": log, "step": d["step"], "trigger": trigger(d),
                               "predicted_knee": predicted[2] if predicted else None,

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -71,8 +72,10 @@ class FakeTimedLoop final : public trainer::ControlledLoop {
     torch::nn::functional::cross_entropy(model_->forward(x), y).backward();
     sync_.finishStep();
     ++step_;
-    const double seconds = seconds_.at(sync_.plan(0).compressor);
-    return {seconds, kCompute, seconds - kCompute - kOther, 0, seconds - kCompute - kOther, 0};
+    const std::string& c = sync_.plan(0).compressor;
+    const double seconds = seconds_.at(c);
+    const double compute = compute_.count(c) ? compute_.at(c) : kCompute;
+    return {seconds, compute, seconds - compute - kOther, 0, seconds - compute - kOther, 0};
   }
 
   trainer::StepMeasure exploreStep() override {
@@ -90,6 +93,9 @@ class FakeTimedLoop final : public trainer::ControlledLoop {
   // Step time per compressor.
   static constexpr double kCompute = 0.08, kOther = 0.02;
   std::map<std::string, double> seconds_{{"fp16", 0.5}, {"bf16", 0.5}, {"topk", 10.0}, {"topkc", 0.2}};
+  // Forward+backward per compressor where it is not kCompute (the host's
+  // load while that plan's steps ran).
+  std::map<std::string, double> compute_;
 
  private:
   static std::vector<std::pair<std::string, torch::Tensor>> named(torch::nn::Module& m) {
@@ -125,11 +131,13 @@ struct Explored {
 // over point-to-point slow down too) and training goes on until a second
 // decision (at most step 100); the calls and restores counted are the last
 // decision's. With an empty `then`, `stepsAfter` steps follow the first
-// decision on the plan it chose.
+// decision on the plan it chose. `tune` sets the loop's timings before
+// the first step (then the references are the caller's to check).
 Explored decide(const std::string& dir, const std::string& options,
                 const std::map<std::string, double>& then, const std::string& families, int64_t thenAfter = 0,
                 std::chrono::microseconds thenDelay = {}, const std::string& collectives = "[engine, allgather]",
-                std::chrono::microseconds startDelay = {}, int64_t stepsAfter = 0) {
+                std::chrono::microseconds startDelay = {}, int64_t stepsAfter = 0,
+                const std::function<void(FakeTimedLoop&)>& tune = {}) {
   Explored out;
   std::mutex mu;
   gradzip::testing::runRanks(
@@ -154,6 +162,7 @@ Explored decide(const std::string& dir, const std::string& options,
             "race.yaml");
         auto opts = trainer::ControllerOptions::fromYaml(r);
         FakeTimedLoop loop(c, model);
+        if (tune) tune(loop);
         trainer::Controller controller(opts, c, loop.sync(), dir);
         controller.start(0);
         // After the start-up probe (α), so β settles from the delayed
@@ -188,6 +197,7 @@ Explored decide(const std::string& dir, const std::string& options,
   // (the predicted knee: its predicted step less the compute, not its
   // exposed sync alone, which leaves out the other 0.02 s).
   for (const auto& r : d) {
+    if (tune) break;
     EXPECT_TRUE(r.contains("references")) << r.dump();
     if (!r.contains("references")) continue;
     const auto& ref = r["references"];
@@ -230,6 +240,43 @@ TEST(ControllerExplore, AHopelessCandidateStopsAfterExploreMinSteps) {
     EXPECT_DOUBLE_EQ(x["fastest_step"].get<double>(), topk ? 10.0 : 0.2) << x.dump();
   }
   EXPECT_TRUE(runs(d["chosen"], "topkc")) << d.dump();
+}
+
+// The host's load fell as TopKC was explored: the running fp16's steps had
+// a 0.40 s forward+backward (0.60 s a step, 0.20 s of it step − compute),
+// TopKC's 0.05 s (0.30 s a step, 0.25 s of it its own). With one bucket
+// forward+backward does not depend on the plan, so on one base
+// (common_base, the default) TopKC is 0.05 s slower and fp16 stays; by the
+// steps as measured (common_base: false) TopKC looks twice as fast and wins.
+TEST(ControllerExplore, MeasuredPlansAreComparedOnOneForwardBackwardWhereNoSyncOverlapsIt) {
+  const auto tune = [](FakeTimedLoop& l) {
+    l.seconds_ = {{"fp16", 0.60}, {"topk", 10.0}, {"topkc", 0.30}};
+    l.compute_ = {{"fp16", 0.40}, {"topkc", 0.05}};
+  };
+  gradzip::testing::TempDir common, own;
+  const auto c = decide(common.path(), "check_every: 5", {}, kSparseOnly, 0, {}, "[engine, allgather]", {}, 0, tune);
+  const auto& d = c.decision;
+  EXPECT_EQ(d["chosen"], "fp16@engine") << d.dump();
+  ASSERT_TRUE(d.contains("common_base")) << d.dump();
+  EXPECT_NEAR(d["common_base"].get<double>(), 0.40, 1e-9);
+  EXPECT_NEAR(d["current"]["time"].get<double>(), 0.60, 1e-9) << d.dump();
+  bool sawTopkc = false;
+  for (const auto& x : d["explored"]) {
+    if (!runs(x["plan"], "topkc")) continue;
+    sawTopkc = true;
+    EXPECT_DOUBLE_EQ(x["measured_step"].get<double>(), 0.30) << x.dump();
+    EXPECT_NEAR(x["measured_sync"].get<double>(), 0.25, 1e-9) << x.dump();
+    EXPECT_NEAR(x["time"].get<double>(), 0.65, 1e-9) << x.dump();
+  }
+  EXPECT_TRUE(sawTopkc) << d.dump();
+  // The references are the kept plan's step on that base and its step − compute.
+  EXPECT_NEAR(d["references"]["step"].get<double>(), 0.60, 1e-9) << d.dump();
+  EXPECT_NEAR(d["references"]["sync"].get<double>(), 0.20, 1e-9) << d.dump();
+
+  const auto o = decide(own.path(), "check_every: 5, common_base: false", {}, kSparseOnly, 0, {}, "[engine, allgather]",
+                        {}, 0, tune);
+  EXPECT_TRUE(runs(o.decision["chosen"], "topkc")) << o.decision.dump();
+  EXPECT_FALSE(o.decision.contains("common_base")) << o.decision.dump();
 }
 
 TEST(ControllerExplore, TheFollowupSplitsPredictionAndMeasurementIntoBaseAndExposedSync) {

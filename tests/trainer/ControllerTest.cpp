@@ -377,6 +377,8 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   EXPECT_EQ(cfg.controller->networkInterval, 15);
   EXPECT_EQ(cfg.controller->stat, "ef");
   EXPECT_EQ(cfg.controller->gainScope, "all");
+  EXPECT_TRUE(cfg.controller->commonBase);
+  EXPECT_FALSE(parse("{name: auto, common_base: false}").controller->commonBase);
   EXPECT_DOUBLE_EQ(cfg.controller->exploreMargin, 0.0);
   ASSERT_TRUE(cfg.controller && cfg.controller->pin);
   EXPECT_EQ(cfg.plan.compressor, "thc");
@@ -442,6 +444,7 @@ TEST(Candidates, CollectiveFilterAndBadFamilies) {
   expectError("{name: auto, screen_window: 1}", "compress.screen_window");
   expectError("{name: auto, screen_window: -2}", "compress.screen_window");
   expectError("{name: auto, gain_scope: everything}", "compress.gain_scope");
+  expectError("{name: auto, common_base: median}", "compress.common_base");
   expectError("{name: auto, explore_margin: -0.1}", "compress.explore_margin");
   expectError("{name: auto, explore_min_steps: -1}", "compress.explore_min_steps");
   expectError("{name: auto, sound_every: -1}", "compress.sound_every");
