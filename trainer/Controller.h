@@ -223,6 +223,7 @@ class Controller {
     double step = 0;     // the median of its timed steps
     double fastest = 0;  // the fastest of them
     double sync = 0;     // step − compute (median): the part the plan and the network set
+    double time = 0;     // what the decision compares: `step`, or on its common base that base + `sync`
     int64_t steps = 0;   // timed steps
     bool stopped = false;  // stopped early by the race (explore_min_steps)
     CompressionStats stats;
@@ -320,12 +321,10 @@ class Controller {
   // `statFloor`: the candidate's screened statistical cost, below which its
   // few explored steps do not bring it (their residual is still building up).
   // The steps it ran go to undone.jsonl as undone from `step`.
+  // `base` > 0: the decision's common base (common_base), on which the
+  // race and `time` put the candidate's step − compute.
   Measured explore(int64_t step, const Plan& plan, ControlledLoop& loop, bool race, const Objectives& against,
-                   double statFloor);
-  // The step time a decision compares a measured plan by (common_base):
-  // its step as measured, or, while commonBase_ > 0, that common base plus
-  // its step − compute (`sync`).
-  double measuredTime(double step, double sync) const { return commonBase_ > 0 ? commonBase_ + sync : step; }
+                   double statFloor, double base);
   // Appends to this rank's undone.jsonl: `steps` steps after `step` ran
   // `plan` (a key) and were undone `by` exploration or the provisional rewind.
   void logUndone(int64_t step, const std::string& plan, int64_t steps, const char* by);
@@ -387,9 +386,6 @@ class Controller {
   // Steps whose collectives alone give β at this decision (a sharp change,
   // before the medians moved; observedBetaOfRanks); 0: the last kRatioWindow.
   int64_t betaSteps_ = 0;
-  // A decision's common base for the plans it measured (common_base; 0:
-  // each plan's own steps). Set and reset by decide.
-  double commonBase_ = 0;
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
   bool netArmed_ = false, gainArmed_ = false;
   bool netTriggered_ = false, gainTriggered_ = false;

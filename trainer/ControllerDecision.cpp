@@ -46,6 +46,11 @@ double baseStep(std::span<const StepMeasure> steps) {
   for (const auto& m : steps) base += m.step - m.exposed;
   return std::max(base / double(std::max<size_t>(1, steps.size())), meanCompute(steps));
 }
+
+// The step time a decision compares a measured plan by (common_base): its
+// step as measured, or on the decision's common base (> 0) that base plus
+// the plan's step − compute.
+double comparedTime(double base, double step, double sync) { return base > 0 ? base + sync : step; }
 }  // namespace
 
 double Controller::minOverRanks(double value) {
@@ -359,7 +364,7 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
 }
 
 Controller::Measured Controller::explore(int64_t step, const Plan& plan, ControlledLoop& loop, bool race,
-                                        const Objectives& against, double statFloor) {
+                                        const Objectives& against, double statFloor, double base) {
   Measured out;
   const Plan before = active_;
   for (int k : large_) sync_.setPlan(k, plan);
@@ -377,8 +382,9 @@ Controller::Measured Controller::explore(int64_t step, const Plan& plan, Control
       // fastest step so far (a loaded host only ever slows a step down) and
       // its statistics so far, would not replace the running plan.
       if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
-        const size_t f = size_t(std::min_element(steps.begin(), steps.end()) - steps.begin());
-        const Objectives best{measuredTime(steps[f], syncs[f]), statCost(out.stats, plan, statFloor)};
+        const double fastest = comparedTime(base, *std::min_element(steps.begin(), steps.end()),
+                                            *std::min_element(syncs.begin(), syncs.end()));
+        const Objectives best{fastest, statCost(out.stats, plan, statFloor)};
         if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
           out.stopped = true;
           break;
@@ -391,6 +397,7 @@ Controller::Measured Controller::explore(int64_t step, const Plan& plan, Control
       out.step = median(steps);
       out.sync = median(syncs);
       out.fastest = *std::min_element(steps.begin(), steps.end());
+      out.time = comparedTime(base, out.step, out.sync);
     }
     out.steps = int64_t(steps.size());
     out.ok = !steps.empty();
@@ -422,8 +429,11 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   // one base, the mean forward+backward of the running plan's steps since the
   // last decision (the predictions' too: baseStep), not by steps that each
   // carry the host's load of their own few steps.
-  commonBase_ = opts_.commonBase && !sync_.overlapsBackward() && !recent_.empty() ? meanCompute(recent_) : 0.0;
-  if (commonBase_ > 0) rec["common_base"] = commonBase_;
+  const double base = opts_.commonBase && !sync_.overlapsBackward() && !recent_.empty() ? meanCompute(recent_) : 0.0;
+  if (base > 0) rec["common_base"] = base;
+  // The running plan's step time as the decision compares it (its point in
+  // step 4); exploration leaves steps_ and syncs_ alone.
+  const double currentStep = steps_.empty() ? INFINITY : comparedTime(base, latest(steps_), latest(syncs_));
   const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
   rec["geometry"] = weighted ? "optimizer" : "gradient";  // rank 0's, the one that screens and decides
   // 1. α, β when the network moved: the robust fit of the collectives observed
@@ -648,7 +658,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     // explore_margin slower, it would still replace the running plan as
     // measured: where communication is a few % of the step nothing can.
     if (!remeasure && !steps_.empty())
-      current = {measuredTime(latest(steps_), latest(syncs_)), statCost(recentStats_, active_, activeFloor)};
+      current = {currentStep, statCost(recentStats_, active_, activeFloor)};
     // At a network decision the bar is the knee of the predicted front at the
     // new α and β instead, the cost model standing in for the running plan's
     // steps that straddle the change, with the model's error on the
@@ -736,10 +746,9 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     const Objectives against = paretoFront(sofar).empty()
                                    ? Objectives{INFINITY, INFINITY}
                                    : sofar[opts_.kneeOf(sofar)];
-    measured.push_back(explore(step, candidates_[i].plan, loop, race, against, floor[size_t(i)]));
+    measured.push_back(explore(step, candidates_[i].plan, loop, race, against, floor[size_t(i)], base));
     if (measured.back().ok)
-      sofar.push_back({measuredTime(measured.back().step, measured.back().sync),
-                       statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
+      sofar.push_back({measured.back().time, statCost(measured.back().stats, candidates_[i].plan, floor[size_t(i)])});
     sync_.keepOnly(keys);
     loop.restore(snap);
   }
@@ -750,7 +759,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   int64_t chosen = -2;  // -2: keep the current plan
   double stepRef = 0, syncRef = 0;  // the chosen plan's measured step time and its step − compute
   bool measuredRefs = false;        // measured, not predicted (the predicted knee's)
-  const double currentStep = steps_.empty() ? INFINITY : measuredTime(latest(steps_), latest(syncs_));
   if (comm_.rank() == 0) {
     auto cj = statsJson(recentStats_);
     rec["current"] = {{"plan", active_.key()},
@@ -765,14 +773,14 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
     for (size_t i = 0; i < exploreList.size(); ++i) {
       const auto& m = measured[i];
       const size_t c = size_t(exploreList[i]);
-      pts.push_back(m.ok ? Objectives{measuredTime(m.step, m.sync), statCost(m.stats, candidates_[c].plan, floor[c])}
+      pts.push_back(m.ok ? Objectives{m.time, statCost(m.stats, candidates_[c].plan, floor[c])}
                          : Objectives{INFINITY, INFINITY});
       auto j = statsJson(m.stats);
       ex.push_back({{"plan", candidates_[exploreList[i]].plan.key()},
                     {"ok", m.ok},
                     {"measured_step", m.step},
                     {"measured_sync", m.sync},
-                    {"time", pts.back().time},
+                    {"time", m.time},
                     {"fastest_step", m.fastest},
                     {"steps", m.steps},
                     {"stopped_early", m.stopped},
@@ -820,7 +828,7 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
       measuredRefs = k <= own;
       if (opts_.pin) {
         // Pinned, the pin runs on whatever the knee: the references are its
-        // own latest steps, and no follow-up compares another plan's
+        // own latest steps (on the common base), and no follow-up compares another plan's
         // prediction with them.
         stepRef = currentStep;
         syncRef = syncs_.empty() ? 0.0 : latest(syncs_);
@@ -867,7 +875,6 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   costTriggered_ = false;
   ++decisions_;
   betaSteps_ = 0;
-  commonBase_ = 0;
   rec["seconds"] = since(started);  // all of it: refit, screening, exploration (charged to training time)
   writeDecision(rec.dump());
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,

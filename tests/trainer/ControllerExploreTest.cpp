@@ -267,6 +267,9 @@ TEST(ControllerExplore, MeasuredPlansAreComparedOnOneForwardBackwardWhereNoSyncO
     EXPECT_DOUBLE_EQ(x["measured_step"].get<double>(), 0.30) << x.dump();
     EXPECT_NEAR(x["measured_sync"].get<double>(), 0.25, 1e-9) << x.dump();
     EXPECT_NEAR(x["time"].get<double>(), 0.65, 1e-9) << x.dump();
+    // The race compares on the same base: even its fastest step cannot replace fp16.
+    EXPECT_TRUE(x["stopped_early"].get<bool>()) << x.dump();
+    EXPECT_EQ(x["steps"].get<int64_t>(), 2) << x.dump();
   }
   EXPECT_TRUE(sawTopkc) << d.dump();
   // The references are the kept plan's step on that base and its step − compute.
@@ -276,6 +279,8 @@ TEST(ControllerExplore, MeasuredPlansAreComparedOnOneForwardBackwardWhereNoSyncO
   const auto o = decide(own.path(), "check_every: 5, common_base: false", {}, kSparseOnly, 0, {}, "[engine, allgather]",
                         {}, 0, tune);
   EXPECT_TRUE(runs(o.decision["chosen"], "topkc")) << o.decision.dump();
+  for (const auto& x : o.decision["explored"])
+    if (runs(x["plan"], "topkc")) EXPECT_FALSE(x["stopped_early"].get<bool>()) << x.dump();
   EXPECT_FALSE(o.decision.contains("common_base")) << o.decision.dump();
 }
 
