@@ -1,104 +1,16 @@
-// The MOO controller (`compress: auto`): picks the compressor, its parameters
-// and the collective at run time, after the flexible-communication paper §3-E
-// (DIGEST.md §5), generalised from one TopK ratio to every compressor family.
-//
-// Until the first decision, the large buckets run `initial` (fp16), except
-// from provisional_step (default 2) on: there rank 0 screens every candidate
-// on that step's gradient, as in step 1 below but without exploration, and
-// every rank runs the knee of the predicted front until the first decision,
-// unless `initial`, predicted too, is within explore_margin of it. When the
-// knee replaces `initial`, the steps before it measured (compute time, β, a
-// gradient to screen) and are undone (provisional_rewind): training restarts
-// from the state begin() kept, on the knee, charged their wall time. On a
-// slow link (sparse_start_above: the start-up probe predicts `initial`'s sync
-// above it) those steps run sparse_start_plan instead, β comes from two timed
-// all-reduces at step 2, and the provisional step rewinds to its choice
-// whatever it is, `initial` included: the measuring steps do not pay for a
-// dense sync that is then thrown away.
-//
-// A decision, taken when a trigger fires (the first after warmup_steps; then a
-// network or step-time change, at most every network_interval steps, or a
-// >= 10% drift of the smoothed gain, at most every min_interval steps, which
-// then considers only plans compressing less (the gain fell) or more (it rose)
-// than the running one: Pareto.h followGain; or, once, recheck_steps after a
-// decision, the "cost" trigger: the running plan's statistical cost measured
-// over the second half of those steps moves the knee of the decision's own
-// screened front to a plan that compresses less, Pareto.h recheckKnee, and
-// the decision that follows is a fallen gain's):
-//  1. Screening (rank 0): for every compressor configuration among the
-//     candidates (trainer/Candidates.h), the single-worker codec runs on each
-//     large bucket's last gradient, giving the measured encode+decode seconds,
-//     the vNMSE and the gain E||g_c||²/E||g_e||² (both in the optimizer's
-//     geometry by default: trainer/OptimizerGeometry.h); an error-feedback
-//     codec runs with its residual over the last screen_window steps'
-//     gradients twice (until rank 0 holds that many: screen_reps replays of
-//     the last one), and its statistics are the last call's, an estimate of
-//     its steady state. Per
-//     candidate, the α-β cost of its exact wire bytes through its
-//     collective (trainer/PlanCost.h) gives the communication seconds. The
-//     predicted step time is the base (the measured step time minus the time
-//     backward's end waited for the current plan's sync, but at least the
-//     forward+backward time) plus the part of those seconds that ends after
-//     backward when the comm thread takes the buckets in order from their
-//     measured handover times (trainer/OverlapModel.h; all of it with one
-//     bucket): for the current plan the prediction is about the measured
-//     step, and waits for slower ranks stay in the base. A network-type decision reuses the codec screenings of the last
-//     decision that screened every candidate afresh, if at most
-//     min_interval steps old (the link changes the communication alone).
-//  2. Exploration (all ranks): the `explore` predicted-front candidates nearest
-//     the knee, one per compressor configuration (its best-placed collective),
-//     each train `explore_steps` real steps from an in-memory
-//     checkpoint (parameters, buffers, optimizer, residuals, step, data
-//     position, RNG) that is restored after each, so exploration never changes
-//     the model; only its wall time is charged to training time. A candidate
-//     is measured by the median of its timed steps; after explore_min_steps
-//     of them it stops early once even its fastest step, with its statistics
-//     so far, could not replace the knee of what the decision has measured
-//     before it: the running plan (unless re-measured) and the candidates
-//     explored earlier (a race: the losers cost fewer steps).
-//  3. Decision (rank 0, broadcast): the knee (trainer/Pareto.h) of the measured
-//     (step time, statistical cost) of the explored candidates and the current
-//     plan, each cost at least the screened one (a few steps do not build an
-//     error-feedback residual up). At a network decision the running plan's
-//     steps straddle the change: the knee of the predicted front stands in,
-//     with its predicted point, and only candidates that could replace it
-//     (explore_margin on its side) are explored, racing it; the running plan
-//     stays without exploring if it could replace it so. Buckets below
-//     small_bucket_kb keep small_plan.
-// Every decision is appended to <run>/decisions.jsonl with its inputs (α, β,
-// every candidate's prediction and statistics, the front, the explored
-// measurements) and a follow-up: the mean step time of the followup_steps
-// steps after the 10 the detectors calibrate on, against the prediction,
-// both split into base and exposed sync. Each
-// rank appends its plan changes to <run>/rank<r>/plans.jsonl ({"step": s,
-// "plan": P, "bits": b}: the large buckets run P from step s + 1 on) and
-// the steps it trained and then undid to <run>/rank<r>/undone.jsonl
-// ({"step": s, "plan": P, "steps": n, "by": "exploration" or
-// "provisional_rewind"}: from the state after step s, steps s + 1 ... s + n
-// ran P and were undone, back to that state, between the kept steps s and
-// s + 1). Together they give the plan of every step a rank trained, the
-// undone ones included (a plans.jsonl record at a step before the last one's
-// is the rewind's: the kept path from there on); plans.jsonl keeps one
-// record per change, as its readers expect (experiments/python/
-// replay_knee.py takes each of its lines for a change).
-// α comes from a short probe at start (1 and 4 KB messages, at most 0.5 s),
-// β from the collectives of the first steps (the initial plan's), or from the
-// full probe where they are too close to their latency term to give one; both
-// are charged to training time. Observed collective times are then compared
-// with the model's prediction every step, and a drift of their ratio beyond
-// network_drift (or of the step time against the one measured for the chosen
-// plan when it was chosen: trigger "step_time"; at once when each of the
-// last 2 steps shows both, with β from those steps' collectives) refits α and β (comm/LinkFitter.h over the observations since
-// the drift began when they identify both, else α from 8-byte round trips and β from
-// the running plan's collectives, or a full probe when those give none) and
-// re-decides.
-// While the running plan is latency-bound, its collectives cannot show the
-// bandwidth: timed all-reduces every sound_every steps do (trainer/BandwidthSounding.h),
-// and two in a row that see the link change call a decision (trigger
-// "sounding"), which measures β with all-reduces sized for the new link.
-// Every noise_every steps the ranks' gradients give the gradient noise scale
-// (trainer/GradientNoise.h, `noise` records), with which `gradzip simulate`
-// carries the steps to a target to other numbers of workers.
+// The MOO controller (`compress: auto`): picks each large bucket's plan
+// (compressor, parameters, collective) at run time, after the flexible-
+// communication paper §3-E (DIGEST.md §5), generalised from one TopK ratio
+// to every compressor family. A decision refits the link (α, β), screens
+// every candidate on rank 0 (encode/decode timed, wire bits through the α-β
+// model, statistics on the last gradient), explores the candidates near the
+// knee of the predicted front from an in-memory snapshot, and broadcasts the
+// knee of the measured points (trainer/Pareto.h). Triggers: the first
+// decision after warmup_steps, a network or step-time change, a bandwidth
+// sounding, or a drift of the smoothed gain. docs/controller.md describes the
+// algorithm, its start-up (provisional step, sparse start, rewind) and its
+// logs: <run>/decisions.jsonl (rank 0), <run>/rank<r>/plans.jsonl and
+// <run>/rank<r>/undone.jsonl.
 #pragma once
 
 #include "comm/LinkFitter.h"
@@ -109,6 +21,7 @@
 #include "trainer/GradientNoise.h"
 #include "trainer/GradSync.h"
 #include "trainer/OverlapModel.h"
+#include "trainer/Triggers.h"
 #include "trainer/WorkAhead.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -188,13 +101,11 @@ class Controller {
   int64_t decisions() const { return decisions_; }
 
   void save(torch::serialize::OutputArchive& ar) const;
-  // Restores the running plan (by its key: the sparse start's plan, or a
-  // plan the provisional step kept without moving, is no `initial`), α, β,
-  // the decision bookkeeping (the steps on the running plan, which its
-  // settled cost needs, included), the step-time trigger's references and the
-  // gradient noise sums (checkpoints before 11-29 have none); call
-  // before GradSync::load so the restored plan's compressor state is read.
-  // UserError when the checkpoint's plan is none this config could run.
+  // Restores trainer/ControllerState.h: the running plan (by its key), the
+  // decision bookkeeping, the step-time trigger's references and the
+  // gradient noise sums; call before GradSync::load so the restored plan's
+  // compressor state is read. UserError when the checkpoint's state is of
+  // another version, or its plan is none this config could run.
   void load(torch::serialize::InputArchive& ar);
   // After load(), once the trainer knows the run resumed at `step`: the
   // decision log (rank 0) and this rank's plan log keep only the records of
@@ -212,11 +123,9 @@ class Controller {
     std::vector<double> bucketDownBits;      // per large bucket: a PS owner's downlink
     std::vector<double> bucketEncodeDecode;  // per large bucket
     // Without error feedback: the codec on the last gradient. With it: the
-    // last call of screenCodec's sequence (screen_reps replays of that
-    // gradient, or the window's gradients twice over), the residual
-    // included, an estimate of the steady state the plan runs in.
+    // last of screen_reps replays of that gradient, the residual included,
+    // an estimate of the steady state the plan runs in.
     CompressionStats stats;
-    int64_t gradients = 0;  // distinct gradients of the error-feedback sequence (1: replays)
     bool ok = false;
   };
   struct Measured {
@@ -235,29 +144,39 @@ class Controller {
   // step's gradients (trainer/GradientNoise.h), logged by rank 0.
   void measureNoiseScale(int64_t step);
   void resetMeasurements();
+  // A decision (collective): refit → shortlist (rank 0 screens) → shareShortlist
+  // → exploreShortlist → chooseKnee (rank 0) → adopt (broadcast, apply).
+  struct Decision;
   void decide(int64_t step, const std::string& reason, ControlledLoop& loop);
+  // α and β when the network moved, or β when the running plan's collectives
+  // show the link slower than the model; logged in d.rec.
+  void refit(Decision& d);
+  // Rank 0: screens the candidates and picks those to explore (d.exploreList,
+  // in knee order) and, at a network decision, the predicted knee.
+  void shortlist(Decision& d);
+  // Collective: rank 0's exploreList and predictedKnee to every rank.
+  void shareShortlist(Decision& d);
+  // Collective: each shortlisted plan races from an in-memory snapshot.
+  void exploreShortlist(Decision& d, ControlledLoop& loop);
+  // Rank 0: the knee of the measured points; the chosen plan's references.
+  void chooseKnee(Decision& d);
+  // Collective: the choice broadcast and applied, the trigger references and
+  // the network backoff set.
+  void adopt(Decision& d);
+  // The median of `v`'s latest entries: after a sharp change, only those of
+  // its betaSteps_ steps.
+  double latest(const std::vector<double>& v) const;
   // Rank 0: `plan`'s codec on each large bucket's last gradient: encode +
   // decode seconds, wire bits per bucket, statistics. An error-feedback codec
-  // runs a sequence with its residual and measures the last call: the
-  // window's screen_window gradients twice over (oldest first, so the last
-  // call is on the newest) once window_ holds that many, else screen_reps
-  // replays of the last gradient. Its input then carries the residual that
-  // builds up while it runs, so sparse plans show their steady-state vNMSE
-  // (TopK 0.4% on ResNet-20: 0.94 after 8 replays, 0.96 while training, 0.6
-  // on the fresh gradient), on the steadyStateBuckets().
+  // runs screen_reps replays of the last gradient with its residual and
+  // measures the last call, whose input carries the residual built up: sparse
+  // plans then show their steady-state vNMSE, not the fresh gradient's
+  // (ablation, "Screening the steady state"), on the steadyStateBuckets().
   Screened screenCodec(const Plan& plan);
   // The large buckets an error-feedback codec's sequence runs on, in order:
   // up to kSteadyStateCoordinates (at least one bucket); the others get two
   // calls on their last gradient.
   std::vector<int> steadyStateBuckets() const;
-  // Rank 0, after a step that stays (not exploration's, not one the
-  // provisional rewind undoes): copies its local gradients of the
-  // steadyStateBuckets() into window_, dropping the oldest beyond the cap.
-  void keepGradient();
-  // The gradients window_ holds when full: screen_window, fewer where that
-  // many would pass kScreenWindowBytes, 0 (off) below two. screenCodec runs
-  // on the window once it is full.
-  size_t windowCapacity() const;
   // Rank 0: screenCodec() of every compressor configuration (its collectives
   // share encode/decode), with predicted step base + the part of its
   // encode/decode and α-β communication that the buckets' pipeline behind
@@ -346,9 +265,6 @@ class Controller {
   // due, the running plan's collectives are not latency-bound, or soundings
   // are off).
   int64_t soundingDue(int64_t step);
-  // Rank 0, at a check: the recheck of the last decision when it is due
-  // (recheck_steps), logged; true when it calls a "cost" decision.
-  bool recheck(int64_t step);
   // Collective: one timed all-reduce of `bytes`; rank 0 adds its β to
   // sounding_ and logs it with the seconds it took.
   void sound(int64_t step, int64_t bytes);
@@ -379,7 +295,11 @@ class Controller {
   std::vector<double> steps_;  // the last step times (median for stepDrift_)
   std::vector<double> syncs_;  // the last step − compute times
   double syncRef_ = 0;  // step − compute the last decision measured for its plan (its step: stepDrift_)
-  bool stepArmed_ = false, stepTriggered_ = false;
+  Phase phase_ = Phase::Warmup;  // checkpointed (ControllerState decided, provisional_done)
+  // The drift triggers (rank 0 evaluates them): the network's observed/
+  // predicted ratio, the smoothed gain, and the step time against the one
+  // the last decision measured for its plan (trainer/Triggers.h).
+  Trigger netTrigger_, gainTrigger_, stepTrigger_;
   int64_t changeSince_ = -1;  // rank 0: the check at which a network/step-time change was first seen
   bool severe_ = false;  // rank 0: step − compute has risen by kSevere of the step since the last decision
   bool sharp_ = false;   // rank 0: so has each of the last kSharpSteps steps', its collectives slower too (Controller.cpp)
@@ -387,8 +307,6 @@ class Controller {
   // before the medians moved; observedBetaOfRanks); 0: the last kRatioWindow.
   int64_t betaSteps_ = 0;
   std::vector<double> calibration_;  // observed/predicted ratios after a decision, before the reference is set
-  bool netArmed_ = false, gainArmed_ = false;
-  bool netTriggered_ = false, gainTriggered_ = false;
   bool drifting_ = false;  // the network detector has seen drift since the last decision
   int64_t gainSeen_ = 0;   // observations of the active plan's gain since it started
   // Steps observed on the active plan since applyPlan (not reset by the
@@ -399,25 +317,18 @@ class Controller {
   // measured steps (it kept or explored the plan), not a prediction (decide).
   // Checkpointed, as networkBackoff_ is.
   bool measuredRefs_ = false;
-  bool decided_ = false;
   bool betaPending_ = false;    // β not measured yet since start() (settleBeta)
   // sparse_start_above: the steps before the provisional step run
   // sparse_start_plan, and settleBeta times all-reduces of this many bytes
   // (0: off, β from the steps' collectives). The same on every rank (start).
   int64_t sparseSoundBytes_ = 0;
   int64_t observedSteps_ = 0;   // steps observed since start()
-  // Rank 0: the local gradients of the last steps (oldest first), one tensor
-  // per steadyStateBuckets() entry, at most screen_window of them and
-  // kScreenWindowBytes in all (keepGradient). Not checkpointed: a resumed
-  // run screens with replays until it holds screen_window again.
-  std::deque<std::vector<at::Tensor>> window_;
   // The provisional step's screenings, reused by the first decision.
   std::map<std::string, Screened> provisionalScreens_;
   // Rank 0: the last screening of every candidate afresh and its step, which
   // network decisions within min_interval reuse (decide).
   std::map<std::string, Screened> lastScreens_;
   int64_t lastScreenStep_ = -1;
-  bool provisionalDone_ = false;  // the provisional step has run (checkpointed)
   // begin()'s training state for the provisional rewind, its step, when it
   // was taken, and the compressor states that existed then (GradSync::keepOnly:
   // the undone steps' plans leave no residual behind).
@@ -436,13 +347,6 @@ class Controller {
     std::vector<double> handover, busy, work;
   } timingScratch_;  // addTimings' per-step buffers
   CompressionStats recentStats_;
-  // The recheck (recheck_steps): rank 0's screened points of the last
-  // decision, the running plan's statistics over the second half of the
-  // steps since it, and whether the check is still due or has fired. Not
-  // checkpointed: a run resumed before the check skips it.
-  std::vector<Objectives> decidedPoints_;
-  CompressionStats recheckStats_;
-  bool recheckDue_ = false, costTriggered_ = false;
   double recentComm_ = 0;      // Σ observed communication seconds over recent_
   double recentStep_ = 0;      // Σ step seconds over recent_
   std::vector<double> ratios_;  // the last observed/predicted communication ratios

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 namespace gradzip::trainer::detail {
@@ -74,13 +75,10 @@ inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
 // severe or sharp slowdown (`strong`: the step's sync part up by kSevere of
 // the step) is the link's once the last decision's references are measured
 // steps, and is acted on at once while no false alarm came before it. After
-// a false alarm it still waits network_interval, but not the backoff: on
-// schedule_c1 with 0.25 MB buckets, false alarms on the unshaped link had
-// raised it to 4, and fp16 ran on the 20 Mbit/s link from the change at
-// step 117 to the decision at 223 (seeds 2 and 4: its 121 steps since the
-// step-102 false alarm averaged 0.29-0.31 s, TopKC b=2's at 20 Mbit/s
-// 0.11 s) (controller_ablation.md, "The final controller on
-// `schedule_c1`, its small-bucket copy and 10 Mbit/s").
+// a false alarm it still waits network_interval, but not the backoff, which
+// earlier false alarms may have raised far beyond a real change's horizon
+// (controller_ablation.md, "The final controller on `schedule_c1`, its
+// small-bucket copy and 10 Mbit/s").
 inline bool actOnChange(bool strong, bool measuredRefs, int64_t elapsed, int64_t networkInterval, int64_t backoff) {
   if (strong && measuredRefs && backoff == 1) return true;
   return elapsed >= networkInterval * (strong ? 1 : backoff);
@@ -90,6 +88,52 @@ inline bool actOnChange(bool strong, bool measuredRefs, int64_t elapsed, int64_t
 inline nlohmann::json statsJson(const CompressionStats& s) {
   const double in = s.inputSq > 0 ? s.inputSq : NAN;
   return {{"vnmse", s.errorSq / in}, {"gain", s.appliedSq / in}};
+}
+
+// --- The controller's tuning constants (trainer/Controller*.cpp).
+// Observations after a decision whose median becomes a detector's reference:
+// the new plan's own level, not the model's (the α-β model of a ping-pong
+// probe predicts c10d's collectives only up to a constant factor).
+inline constexpr size_t kCalibration = 10;
+inline constexpr int64_t kGainSettle = 50;  // steps on a plan before its gain becomes the reference
+inline constexpr double kSmoothing = 0.1;  // weight of a new observation in the drift averages
+inline constexpr size_t kRecentCap = 1000;  // steps kept since a decision (recent_)
+// A drift only counts when it moves the communication time by at least
+// kMinImpact of the step time: a network change the step does not feel is not
+// worth re-deciding for (the window it is the median of: kRatioWindow,
+// trainer/ControllerDetail.h).
+inline constexpr double kMinImpact = 0.10;
+inline constexpr int64_t kPersist = int64_t(kRatioWindow / 2 + 1);  // steps a network change must persist (afterStep)
+// A change that has raised the median step − compute by at least this share
+// of the step the last decision measured is acted on at once (afterStep).
+inline constexpr double kSevere = 0.30;
+// A sharp change: in each of the last kSharpSteps steps step − compute has
+// risen by kSevere of the step and the observed/predicted communication
+// ratio by a factor 1 + 2·network_drift over its reference (against the
+// medians of kRatioWindow, which move only after kRatioWindow/2 + 1 of
+// them). Acted on at once (afterStep): each step of the wait is a step of the
+// old plan on the slow link. The ratio keeps a host's hiccup out (slow steps
+// whose collectives are no slower). 2, not 3: measured in
+// experiments/results/controller_ablation.md, "Two sharp steps, and prompt
+// slowdowns after a measured decision".
+inline constexpr size_t kSharpSteps = 2;
+// Steps between refreshes of the measuring geometry (refreshGeometry): a
+// per-tensor pass over Adam's v̂, which moves slowly, so not every check.
+inline constexpr int64_t kGeometryEvery = 5;
+// The gradient noise scale's sample stream: seeded by this and the step.
+inline constexpr uint64_t kNoiseSeed = 0x6e6f697365ULL;
+
+// A trigger verdict (rank 0 broadcasts it; the next check acts on it).
+enum Reason : int64_t { kNone = 0, kInitial = 1, kNetwork = 2, kGain = 3, kStepTime = 4, kSounding = 5 };
+inline const char* reasonName(int64_t r) {
+  switch (r) {
+    case kInitial: return "initial";
+    case kNetwork: return "network";
+    case kGain: return "gain";
+    case kStepTime: return "step_time";
+    case kSounding: return "sounding";
+    default: return "none";
+  }
 }
 
 }  // namespace gradzip::trainer::detail

@@ -1,4 +1,5 @@
-// Implements trainer/ControllerOptions.h: strict parsing with file:line errors.
+// Implements trainer/ControllerOptions.h: strict parsing with file:line errors,
+// and the statistical costs.
 #include "trainer/ControllerOptions.h"
 
 #include "compress/Factory.h"
@@ -54,16 +55,27 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.knee = r.getEnum("knee", o.knee, {"relative", "minmax", "log"});
   o.timeTolerance = r.getDouble("time_tolerance", o.timeTolerance, 0.0, 1.0);
   o.stat = r.getEnum("stat", defaultStat(optimizer), {"ef_rate", "vnmse", "gain", "ef"});
+  if (o.stat == "gain") {
+    // gain = ||C(x)||²/||x||² is 1 + vNMSE for an unbiased quantiser, so 1/gain
+    // would rate it better than fp32: gain is defined for sparsifiers only.
+    // The stochastic quantisers: unbiased (THC within its range, Alg. 3 SQ).
+    static const std::vector<std::string> kQuantisers = {"thc", "cnat", "dnat", "qsgd"};
+    std::vector<std::string> unbiased;
+    for (const auto& f : o.families)
+      if (std::find(kQuantisers.begin(), kQuantisers.end(), f) != kQuantisers.end()) unbiased.push_back(f);
+    if (!unbiased.empty())
+      r.fail("stat", fmt::format("stat: gain rates an unbiased quantiser ({}) better than fp32 (its gain is "
+                                 "1 + vNMSE); it is defined for sparsifiers only: drop {} from families, or use "
+                                 "stat: ef_rate, vnmse or ef",
+                                 fmt::join(unbiased, ", "), unbiased.size() == 1 ? "it" : "them"));
+  }
   o.efRateScale = r.getDouble("ef_rate_scale", o.efRateScale, 0.0, 1.0);
   o.geometry = r.getEnum("geometry", o.geometry, {"optimizer", "gradient"});
   o.screenReps = r.getInt("screen_reps", o.screenReps, 2, 1000);
   o.screenThreads = r.getInt("screen_threads", o.screenThreads, 1, 64);
-  o.screenWindow = r.getInt("screen_window", o.screenWindow, 0, 1000);
-  if (o.screenWindow == 1) r.fail("screen_window", "one gradient is what screen_reps replays: use 0 (replays only) or at least 2");
   o.warmupSteps = r.getInt("warmup_steps", o.warmupSteps, 1);
   o.provisionalStep = r.getInt("provisional_step", o.provisionalStep, 0);
   o.provisionalRewind = r.getBool("provisional_rewind", o.provisionalRewind);
-  o.rescreenFirst = r.getBool("rescreen_first", o.rescreenFirst);
   o.sparseStartAbove = r.getDouble("sparse_start_above", o.sparseStartAbove, 0.0, 1e300);
   if (r.has("sparse_start_plan")) o.sparseStartPlan = Plan::fromYaml(r.child("sparse_start_plan"));
   o.exploreSteps = r.getInt("explore_steps", o.exploreSteps, 2, 10000);
@@ -72,8 +84,6 @@ ControllerOptions ControllerOptions::fromYaml(YamlReader& r, const std::string& 
   o.exploreMargin = r.getDouble("explore_margin", o.exploreMargin, 0.0, 10.0);
   o.checkEvery = r.getInt("check_every", o.checkEvery, 1);
   o.minInterval = r.getInt("min_interval", o.minInterval, 1);
-  // At most the steps since a decision the controller keeps (Controller.cpp kRecentCap).
-  o.recheckSteps = r.getInt("recheck_steps", o.recheckSteps, 0, 1000);
   o.networkInterval = r.getInt("network_interval", o.networkInterval, 1);
   o.gainDrift = r.getDouble("gain_drift", o.gainDrift, 0.001, 10.0);
   o.gainScope = r.getEnum("gain_scope", o.gainScope, {"family", "all"});
@@ -113,11 +123,9 @@ YAML::Node ControllerOptions::toYaml() const {
   n["geometry"] = geometry;
   n["screen_reps"] = screenReps;
   n["screen_threads"] = screenThreads;
-  n["screen_window"] = screenWindow;
   n["warmup_steps"] = warmupSteps;
   n["provisional_step"] = provisionalStep;
   n["provisional_rewind"] = provisionalRewind;
-  n["rescreen_first"] = rescreenFirst;
   n["sparse_start_above"] = sparseStartAbove;
   n["sparse_start_plan"] = sparseStartPlan.toYaml();
   n["explore_steps"] = exploreSteps;
@@ -126,7 +134,6 @@ YAML::Node ControllerOptions::toYaml() const {
   n["explore_margin"] = exploreMargin;
   n["check_every"] = checkEvery;
   n["min_interval"] = minInterval;
-  n["recheck_steps"] = recheckSteps;
   n["network_interval"] = networkInterval;
   n["gain_drift"] = gainDrift;
   n["gain_scope"] = gainScope;

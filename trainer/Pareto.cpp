@@ -96,16 +96,4 @@ std::vector<Objectives> followGain(std::vector<Objectives> points, double own, d
   return points;
 }
 
-int64_t recheckKnee(std::vector<Objectives> points, double screened, double running, double timeWeight,
-                    KneeScale scale, double timeTolerance) {
-  const double margin = kFollowGainMargin * std::abs(screened);
-  if (!std::isfinite(screened) || !std::isfinite(running) || !(running > screened + margin)) return -1;
-  const double less = screened - margin;  // below it: compresses less
-  for (auto& p : points)
-    if (!(p.stat < less)) p.stat = std::max(p.stat, running);
-  if (paretoFront(points).empty()) return -1;
-  const size_t k = kneePoint(points, timeWeight, scale, timeTolerance);
-  return points[k].stat < less ? int64_t(k) : -1;
-}
-
 }  // namespace gradzip::trainer

@@ -1,10 +1,11 @@
 // The decision rule of the MOO controller (flexible-communication paper §3-E):
-// candidate plans are points with two objectives to minimise, the predicted
-// step time and the statistical cost (1/gain, or vNMSE), and the controller
-// picks a knee of their Pareto front. The paper solves with NSGA-II and leaves
-// the knee unspecified; gradzip normalises each objective over the front to
-// [0, 1] and takes the point nearest the ideal (0, 0) under a user-set weight
-// on time (DIGEST.md §5, "our choice").
+// candidate plans are points with two objectives to minimise, the step time
+// and the statistical cost (ControllerOptions.h statisticalCost), and the
+// controller picks a knee of their Pareto front. The paper solves with NSGA-II
+// and leaves the knee unspecified; gradzip puts both objectives on one scale
+// (KneeScale: by default Relative, each point's excess over the front's best)
+// and takes the point nearest the ideal under a user-set weight on time
+// (DIGEST.md §5, "our choice").
 #pragma once
 
 #include <cstddef>
@@ -65,8 +66,8 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 // is never dropped. 0: the plain front. The margin is followGain's, for the
 // same reason: near twins (AR-TopK and TopK at one ratio screen 1e-6 to 1e-4 apart)
 // must not dominate each other, or a 2.5% faster collective loses to noise.
-size_t kneePoint(const std::vector<Objectives>& points, double timeWeight = 0.5,
-                 KneeScale scale = KneeScale::MinMax, double timeTolerance = 0);
+size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeScale scale,
+                 double timeTolerance = 0);
 
 // Whether a candidate predicted at `candidate` could replace the running plan,
 // measured at `current`: the knee of the two points is the candidate even
@@ -90,21 +91,5 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
 // Unchanged when `own` is not finite or the change is 0.
 inline constexpr double kFollowGainMargin = 0.01;
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange);
-// The recheck of a decision (ControllerOptions::recheckSteps): `points` are
-// the decision's screened candidates, `screened` the running plan's screened
-// cost among them (its compressor through any collective), and `running` its
-// statistical cost as measured once its error-feedback residual has built
-// up. When `running` exceeds `screened` by more than kFollowGainMargin of
-// it, every point that does not compress less than the running plan
-// (screened cost below `screened` by that margin: the running compressor
-// through any collective, near twins such as AR-TopK at its ratio, and the
-// sparser plans) is re-priced at no less than `running`, and the knee of the
-// re-priced points is returned if it compresses less (followGain's rule for
-// a falling gain): the decision was taken on a cost the plan does not have.
-// Otherwise -1. Only towards less compression: the denser candidates keep
-// their screened costs, which, replays of one early gradient, read the
-// sparser TopK ratios low (ControllerOptions.h, recheck_steps).
-int64_t recheckKnee(std::vector<Objectives> points, double screened, double running, double timeWeight,
-                    KneeScale scale, double timeTolerance);
 
 }  // namespace gradzip::trainer

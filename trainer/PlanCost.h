@@ -27,9 +27,8 @@ namespace gradzip::trainer {
 //   ps (sharded): 2(N−1)             , (N−1)/N·(M + M↓) (comm/ParameterServer.h: each
 //                 rank sends (N−1)/N of its uplink in N−1 messages of M/N, then as
 //                 the owner of one shard N−1 copies of its M↓/N; one round each way;
-//                 2(N−1)/N·M when M↓ = M; Table I's star form puts all on one server.
-//                 THC's 6-bit sums under 2-bit codes were charged as 2-bit before
-//                 11-29: half the bytes its steps then logged)
+//                 2(N−1)/N·M when M↓ = M; Table I's star form puts all on one server;
+//                 M↓ is the downlink's own width, e.g. THC's widened sums)
 //   allgather:    log N              , (N−1)·M          (Table I); TopK's "engine"
 //                 (c10d's all-gather; compress/Factory.h aggregatesByAllGather) is charged this row too
 //   artopk:       Eq. 4a (ring, engine) or 4b (tree) with M = 4d and c = options.cr,

@@ -325,7 +325,7 @@ if __name__ == "__main__":
     # the interpreter's finalisation: there, after a clean
     # destroy_process_group(), a Gloo thread of PyTorch's can still abort the
     # process ("terminate called without an active exception", rank 1 of a
-    # ddp_fp16 arm in CI on 2026-11-27; pytorch/pytorch#179291 describes the
+    # ddp_fp16 arm in a CI run; pytorch/pytorch#179291 describes the
     # teardown).
     sys.stdout.flush()
     sys.stderr.flush()

@@ -3,8 +3,9 @@ compressor, against what it then runs at (trainer/ControllerOptions.h
 `rescreen_first`).
 
 The provisional step (2) screens every codec on 8 replays of the step-2
-gradient (`screen_reps`), and until 12-03 the first decision (step 10) reused
-those screenings. This trains ResNet-20 on Fashion-MNIST on one process at a
+gradient (`screen_reps`), and the first decision (step 10) reuses those
+screenings (the `rescreen_first` option that screened afresh was not adopted:
+experiments/results/controller_ablation.md). This trains ResNet-20 on Fashion-MNIST on one process at a
 rank's batch of 64 (the two-rank suites' recipe: SGD lr 0.05, momentum 0.9,
 Nesterov, weight decay 5e-4, 50 warm-up steps), keeps the flattened gradients
 of steps 0-160 and runs TopK 3.3%, TopK 1.1%, TopKC 2 bits and TopK 10% (as

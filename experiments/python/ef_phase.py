@@ -22,7 +22,7 @@ crop-padding 2 and flips) on one process, on the same batches in every arm:
 It prints the accuracy on the 10k test images at the given steps. One process
 stands for two ranks (TopKC's chunk choice from the summed norms is the same
 consensus either way). Offline analysis, about 30 minutes a seed on two
-cores (AMD EPYC, 2026-11-26); not a test.
+cores; not a test.
 
 Usage: .venv/bin/python experiments/python/ef_phase.py [--switch 200] [--evals 150 250 350 468] [--seed 1]
 """

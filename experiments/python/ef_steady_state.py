@@ -79,7 +79,7 @@ def topk(ratio, d):
 
 def topkc(bits, d, chunk=64):
     # The last chunk is zero padded to C coordinates and competes like the
-    # others, as compress/TopKC.cpp pads it. (Until 2026-11-28 it was left
+    # others, as compress/TopKC.cpp pads it. (An earlier version left it
     # out here, so its coordinates, ResNet-20's last 58 and VGG-11's
     # classifier bias, were never sent and their residual grew without bound:
     # TopKC 2 bits read 0.710 instead of 0.665 "running" on ResNet-20.)

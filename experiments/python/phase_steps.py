@@ -16,7 +16,7 @@ changed (the launcher follows the epoch up to ~0.5 s late), the running
 plan still runs on it until the controller's network decision, and the
 decision's charged time falls. The phases' columns are their steady state.
 --settle 0 assigns every interval to the phase it starts in, transitions
-included (the output before 11-29).
+included (this script's older output).
 
   python3 experiments/python/phase_steps.py --arms topk33,auto \\
       --bounds 117,234,351 runs/c1_s1/schedule_c1 runs/c1_s2/schedule_c1

@@ -9,8 +9,9 @@ network (SUITE_DIR/NET/ARM/tta.jsonl); each group gets its own plots.
 Writes into SUITE_DIR (or each group directory):
   tta.png             metric vs training seconds (evaluation excluded), one line
                       per arm and repeat: a trailing rolling mean over --window
-                      evaluations, raw evaluations as faint dots; targets from
-                      summary.json (if present) as dashed lines
+                      evaluations (--window 1: the evaluations themselves, as
+                      the TTA table reads them), raw evaluations as faint dots;
+                      targets from summary.json (if present) as dashed lines
   metric_vs_step.png  the same against the optimizer step
   breakdown.png       stacked bars per arm of the mean step time (averaged over
                       repeats): compute, exposed communication, encode+decode,
@@ -112,7 +113,7 @@ def plot_curves(arms, metric, targets, window, xkey, xlabel, out):
         ax.axhline(t, color="grey", linestyle="--", linewidth=0.8)
         ax.annotate(f"target {t:g}", (ax.get_xlim()[0], t), fontsize=7, color="grey", va="bottom")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{metric} (rolling mean of {window} evaluations)")
+    ax.set_ylabel(metric if window == 1 else f"{metric} (rolling mean of {window} evaluations)")
     ax.grid(alpha=0.3)
     # Below the axes: plan names can be long, and inside the axes the legend hid the curves.
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)

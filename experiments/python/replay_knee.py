@@ -36,7 +36,7 @@ controller does: the larger of what they measured and their screened cost
 (their residual may not have built up). With --settled N as well, the running
 plan's screened floor is dropped once it has run N steps since it was applied
 (the run's rank0/plans.jsonl says when; trainer/ControllerDecision.cpp: the
-controller's min_interval, 200, since 2026-11-29); a network decision that
+controller's min_interval, 200); a network decision that
 re-measures the link (its record holds a `predicted_knee`) leaves the running
 plan out, as the controller does.
 
@@ -181,7 +181,7 @@ def main():
             floor = lambda r: max(c(r), screened.get(r["plan"], 0.0)) if a.floors else c(r)  # noqa: E731
             predicted = knee([(r["predicted_step"], c(r), r["plan"]) for r in d["candidates"] if r.get("ok")],
                              a.time_weight, a.tolerance, a.knee)
-            # `time`: the step the decision compared (on its common_base, since 12-03).
+            # `time`: the step the decision compared (on its common_base where logged).
             measured = [(r.get("time", r["measured_step"]), floor(r), r["plan"])
                         for r in d.get("explored", []) if r.get("ok")]
             cur = d.get("current") or {}

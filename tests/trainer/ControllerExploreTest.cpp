@@ -316,47 +316,6 @@ TEST(ControllerExplore, TheFollowupSplitsPredictionAndMeasurementIntoBaseAndExpo
   EXPECT_NEAR(f["predicted_base"].get<double>(), e.decision["base_step"].get<double>(), 1e-12) << f.dump();
 }
 
-TEST(ControllerExplore, TheRecheckPricesTheRunningPlanOnItsLaterStepsOnce) {
-  // recheck_steps 10: the decision at step 5 takes TopKC; at the first check
-  // 10 steps on (step 15, checks every 5) one recheck record prices TopKC on
-  // its steps 11-15 since the decision (ef_rate of their vNMSE), against the
-  // cost the decision screened it at, and says whether the re-priced front's
-  // knee compresses less, as trainer/Pareto.h recheckKnee on the decision's
-  // logged candidates gives it. Among TopK 1% and TopKC nothing compresses
-  // less than TopKC (TopK's screened cost is the higher), so no decision
-  // follows (decide() checks there is one), and no second recheck at step 20.
-  gradzip::testing::TempDir dir;
-  const auto e = decide(dir.path(), "check_every: 5, explore_min_steps: 2, recheck_steps: 10", {}, kSparseOnly, 0, {},
-                        "[engine, allgather]", {}, 15);
-  ASSERT_TRUE(runs(e.decision["chosen"], "topkc")) << e.decision.dump();
-  const auto rechecks = events(dir.path(), "recheck");
-  ASSERT_EQ(rechecks.size(), 1u);
-  const auto& r = rechecks[0];
-  EXPECT_EQ(r["step"], 15) << r.dump();
-  EXPECT_EQ(r["decision_step"], 5) << r.dump();
-  EXPECT_EQ(r["plan"], e.decision["chosen"]) << r.dump();
-  EXPECT_EQ(r["steps"], 5) << r.dump();
-  const double k = trainer::kDefaultEfRateScale;
-  const double cost = trainer::statisticalCost("ef_rate", r["vnmse"].get<double>(), NAN, true, k);
-  EXPECT_NEAR(r["cost"].get<double>(), cost, 1e-9 * cost) << r.dump();
-  std::vector<trainer::Objectives> pts;
-  double screened = INFINITY;
-  for (const auto& c : e.decision["candidates"]) {
-    if (!c["ok"].get<bool>() || !c["vnmse"].is_number()) continue;
-    const bool ef = runs(c["plan"], "topk") || runs(c["plan"], "topkc");
-    pts.push_back({c["predicted_step"].get<double>(),
-                   trainer::statisticalCost("ef_rate", c["vnmse"].get<double>(), NAN, ef, k)});
-    if (runs(c["plan"], "topkc")) screened = std::min(screened, pts.back().stat);
-  }
-  ASSERT_TRUE(std::isfinite(screened)) << e.decision.dump();
-  EXPECT_NEAR(r["screened_cost"].get<double>(), screened, 1e-9 * screened) << r.dump();
-  const int64_t knee =
-      trainer::recheckKnee(pts, screened, r["cost"].get<double>(), 0.85, trainer::KneeScale::Relative, 0.04);
-  EXPECT_EQ(r["redecide"].get<bool>(), knee >= 0) << r.dump();
-  EXPECT_FALSE(r["redecide"].get<bool>()) << r.dump();
-  EXPECT_TRUE(r["knee"].is_null()) << r.dump();
-}
-
 TEST(ControllerExplore, PinnedTheTriggerReferencesAreThePinsOwnSteps) {
   // Pinned to fp16 (0.5 s a step), the decision still explores and would
   // pick TopKC (0.2 s), but fp16 keeps running: the step-time references

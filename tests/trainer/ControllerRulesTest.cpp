@@ -1,5 +1,5 @@
 // Tests the MOO controller's decision rules: the Pareto front and knee rule
-// (trainer/Pareto.h) on synthetic fronts and logged ones, the recheck's re-pricing, and the drift triggers
+// (trainer/Pareto.h) on synthetic fronts and logged ones, and the drift triggers
 // (trainer/DriftDetector.h) on constructed sequences whose trigger step is
 // computed in closed form, when a settled change is acted on
 // (trainer/ControllerDetail.h actOnChange), and the bandwidth soundings'
@@ -22,7 +22,6 @@ using gradzip::trainer::KneeScale;
 using gradzip::trainer::kneePoint;
 using gradzip::trainer::Objectives;
 using gradzip::trainer::paretoFront;
-using gradzip::trainer::recheckKnee;
 
 TEST(Pareto, FrontDropsDominatedAndNonFinitePoints) {
   const std::vector<Objectives> pts = {{1, 10}, {2, 4}, {5, 5}, {3, 2}, {4, 1.5}, {10, 1}, {2, 4}, {NAN, 0.1},
@@ -36,13 +35,13 @@ TEST(Pareto, KneeIsNearestTheIdealAfterNormalisation) {
   // Normalised over the front: t = (0, 1/9, 2/9, 1/3, 1), s = (1, 1/3, 1/9, 1/18, 0).
   // Distances at w = 0.5: 0.707, 0.248, 0.176, 0.239, 0.707 -> the knee is (3, 2).
   const std::vector<Objectives> pts = {{1, 10}, {2, 4}, {3, 2}, {4, 1.5}, {10, 1}, {5, 5}};
-  EXPECT_EQ(kneePoint(pts), 2u);
-  EXPECT_EQ(kneePoint(pts, 1.0), 0u);  // only time counts: the fastest
-  EXPECT_EQ(kneePoint(pts, 0.0), 4u);  // only accuracy counts: the most accurate
+  EXPECT_EQ(kneePoint(pts, 0.5, KneeScale::MinMax), 2u);
+  EXPECT_EQ(kneePoint(pts, 1.0, KneeScale::MinMax), 0u);  // only time counts: the fastest
+  EXPECT_EQ(kneePoint(pts, 0.0, KneeScale::MinMax), 4u);  // only accuracy counts: the most accurate
   // Units do not matter: milliseconds and a scaled statistical cost pick the same plan.
   std::vector<Objectives> scaled;
   for (auto p : pts) scaled.push_back({p.time * 1000, p.stat * 0.01});
-  EXPECT_EQ(kneePoint(scaled), 2u);
+  EXPECT_EQ(kneePoint(scaled, 0.5, KneeScale::MinMax), 2u);
 }
 
 TEST(Pareto, RelativeKneeWeighsSpeedupAgainstError) {
@@ -52,7 +51,7 @@ TEST(Pareto, RelativeKneeWeighsSpeedupAgainstError) {
   // distances at w = 0.5 are 0.028 for the slow exact plan and 0.057 for the
   // fast lossy one.
   const std::vector<Objectives> two = {{0.050, 0.0}, {0.048, 0.08}};
-  EXPECT_EQ(kneePoint(two), 1u);
+  EXPECT_EQ(kneePoint(two, 0.5, KneeScale::MinMax), 1u);
   EXPECT_EQ(kneePoint(two, 0.5, KneeScale::Relative), 0u);
   // A slow network: 200 ms dense against 60 ms at 0.02 vNMSE and 50 ms at 0.99:
   // relative times (2.33, 0.2, 0), errors (0, 0.02, 0.99); distances 1.65,
@@ -131,13 +130,13 @@ TEST(Pareto, LogKneeTakesTheLeastPredictedTimeToTheTarget) {
 }
 
 TEST(Pareto, KneeEdgeCases) {
-  EXPECT_EQ(kneePoint({{3, 3}}), 0u);
+  EXPECT_EQ(kneePoint({{3, 3}}, 0.5, KneeScale::MinMax), 0u);
   // Equal distances: the lower time wins. (1,2) and (2,1) are symmetric.
-  EXPECT_EQ(kneePoint({{2, 1}, {1, 2}}), 1u);
+  EXPECT_EQ(kneePoint({{2, 1}, {1, 2}}, 0.5, KneeScale::MinMax), 1u);
   // The non-finite candidate is skipped even when it would look ideal.
-  EXPECT_EQ(kneePoint({{NAN, 0}, {2, 2}}), 1u);
-  EXPECT_THROW(kneePoint({{NAN, 1}}), gradzip::UserError);
-  EXPECT_THROW(kneePoint({{1, 1}}, 1.5), gradzip::UserError);
+  EXPECT_EQ(kneePoint({{NAN, 0}, {2, 2}}, 0.5, KneeScale::MinMax), 1u);
+  EXPECT_THROW(kneePoint({{NAN, 1}}, 0.5, KneeScale::MinMax), gradzip::UserError);
+  EXPECT_THROW(kneePoint({{1, 1}}, 1.5, KneeScale::MinMax), gradzip::UserError);
 }
 
 // The decisions logged in fmnist_resnet20_n2_unshaped and _n2_20M (step 20,
@@ -195,51 +194,6 @@ TEST(Pareto, GainTriggeredDecisionsFollowTheGain) {
   EXPECT_EQ(finite(followGain(pts, own, 0.0)).size(), pts.size());
   // Nothing compresses less than fp32: nothing is left to explore.
   EXPECT_TRUE(paretoFront(followGain(pts, 0.0, -0.5)).empty());
-}
-
-TEST(Pareto, RecheckRepricesTheRunningCompressorAndMovesOnlyToLessCompression) {
-  // The provisional step of a 10 Mbit/s run (ResNet-20, seed 31, 2026-12-02):
-  // predicted step (s) and ef_rate cost k·v/(1 − v)², k = 0.03, of fp16, THC
-  // 4-bit all-reduce (no error feedback: its vNMSE), TopKC b=2 (v = 0.614),
-  // TopK 10% (0.478), 3.3% (0.716), 1.1% through the all-gather and the
-  // engine (0.822), 0.4% (0.876) and 0.1% (0.901); and, added, AR-TopK at
-  // 1.1% as seed 29's step-10 decision screened it against TopK 1.1% (a cost
-  // 4e-4 lower, 5 ms slower). The knee at time_weight 0.85, relative,
-  // time_tolerance 0.04 is TopK 1.1%.
-  const std::vector<Objectives> pts{{0.5807, 0.0},    {0.2423, 0.0199}, {0.1843, 0.1237}, {0.2670, 0.0526},
-                                    {0.1726, 0.2672}, {0.1425, 0.7735}, {0.1425, 0.7735}, {0.1331, 1.7062},
-                                    {0.1290, 2.752},  {0.1475, 0.7731}};
-  const double topk11 = pts[5].stat;
-  ASSERT_EQ(kneePoint(pts, 0.85, KneeScale::Relative, 0.04), 5u);
-  const auto recheck = [&](double screened, double running) {
-    return recheckKnee(pts, screened, running, 0.85, KneeScale::Relative, 0.04);
-  };
-  // It ran at v = 0.913 from step 30: 3.62. Re-priced (both collectives,
-  // AR-TopK within 1% of it and the sparser TopK at no less), the knee is
-  // TopK 3.3%, which compresses less.
-  EXPECT_EQ(recheck(topk11, 3.62), 4);
-  // Just above the margin the knee stays with the sparse plans: had only the
-  // running plan been re-priced, AR-TopK (4e-4 below it, not "less
-  // compression") would have become the knee.
-  {
-    auto p = pts;
-    p[5].stat = p[6].stat = 3.62;
-    ASSERT_EQ(kneePoint(p, 0.85, KneeScale::Relative, 0.04), 9u);
-  }
-  // Within kFollowGainMargin (1%) of the screened cost, or below it: the
-  // decision stands.
-  EXPECT_EQ(recheck(topk11, topk11 * 1.009), -1);
-  EXPECT_EQ(recheck(topk11, 0.5), -1);
-  // TopK 3.3% running dearer than screened (0.526 against 0.267, seed 33)
-  // makes the sparser TopK 1.1% the knee: never a move towards more
-  // compression.
-  ASSERT_EQ(kneePoint([&] { auto p = pts; p[4].stat = 0.526; return p; }(), 0.85, KneeScale::Relative, 0.04), 5u);
-  EXPECT_EQ(recheck(pts[4].stat, 0.526), -1);
-  // Unscreened (not a candidate), or not measured: no move.
-  EXPECT_EQ(recheck(INFINITY, 3.62), -1);
-  EXPECT_EQ(recheck(topk11, NAN), -1);
-  // Nothing finite left to take a knee of.
-  EXPECT_EQ(recheckKnee({{INFINITY, INFINITY}}, 0.1, 3.0, 0.85, KneeScale::Relative, 0.04), -1);
 }
 
 // The three statistical costs on the numbers logged at fmnist_resnet20_n2_20M's
