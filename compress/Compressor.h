@@ -73,10 +73,11 @@ struct Context {
 struct Aggregated {
   at::Tensor mean;  // estimate of (1/n) Σ_i x_i, bit-identical on every rank
   // This rank's own contribution as it entered the aggregate, decoded
-  // (e.g. THC: RHT⁻¹(X_i); TopKC: x on the chosen chunks in fp16). Error
-  // feedback keeps x - localApplied. For PowerSGD, the decompressed P Qᵀ.
+  // (e.g. THC: RHT⁻¹(X_i), less what its saturating combines clipped;
+  // TopKC: x on the chosen chunks in fp16). Error feedback keeps
+  // x - localApplied. For PowerSGD, the decompressed P Qᵀ.
   at::Tensor localApplied;
-  int64_t saturated = 0;  // coordinates clipped by a saturating aggregation (THC all-reduce form)
+  int64_t saturated = 0;  // clip events of a saturating aggregation, summed over ranks (THC all-reduce form)
 };
 
 // What one rank puts on the wire for x in all rounds, for single-worker use

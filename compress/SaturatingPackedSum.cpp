@@ -1,5 +1,5 @@
 // Implements compress/SaturatingPackedSum.h: field-by-field unpack, add in int32
-// (so nothing wraps), clip, repack.
+// (so nothing wraps), clip, repack; optionally record what each clip removed.
 #include "compress/SaturatingPackedSum.h"
 
 #include "util/Error.h"
@@ -9,8 +9,10 @@
 namespace gradzip::compress {
 namespace {
 
+// Returns the clip events; with `losses`, appends (code index, s − Sat(s)) per clip.
 template <typename W>
-int64_t combineWords(W* acc, const W* other, int64_t words, int bits) {
+int64_t combineWords(W* acc, const W* other, int64_t words, int bits,
+                     std::vector<std::pair<int64_t, int32_t>>* losses) {
   using U = std::make_unsigned_t<W>;
   const int per = SaturatingPackedSum::codesPerWord(bits);
   const int32_t L = (1 << (bits - 1)) - 1;
@@ -23,11 +25,10 @@ int64_t combineWords(W* acc, const W* other, int64_t words, int bits) {
     for (int k = 0; k < per; ++k) {
       const int shift = k * bits;
       int32_t s = static_cast<int32_t>((a >> shift) & mask) - L + static_cast<int32_t>((o >> shift) & mask) - L;
-      if (s > L) {
-        s = L;
-        ++clipped;
-      } else if (s < -L) {
-        s = -L;
+      if (s > L || s < -L) {
+        const int32_t sat = s > L ? L : -L;
+        if (losses) losses->emplace_back(w * per + k, s - sat);
+        s = sat;
         ++clipped;
       }
       out |= static_cast<U>(static_cast<U>(s + L) << shift);
@@ -39,7 +40,7 @@ int64_t combineWords(W* acc, const W* other, int64_t words, int bits) {
 
 }  // namespace
 
-SaturatingPackedSum::SaturatingPackedSum(int bits) : bits_(bits) {
+SaturatingPackedSum::SaturatingPackedSum(int bits, bool recordLosses) : bits_(bits), recordLosses_(recordLosses) {
   GZ_CHECK(bits >= 2 && bits <= 16, "saturating packed sum: bits must be in [2, 16], got {}", bits);
 }
 
@@ -115,12 +116,44 @@ void SaturatingPackedSum::combine(at::Tensor& acc, const at::Tensor& other) cons
   GZ_CHECK(acc.scalar_type() == other.scalar_type() && acc.numel() == other.numel(),
            "{}: mismatched accumulators", name());
   auto o = other.contiguous();
+  Clips mine;
+  mine.acc = acc.data_ptr();
+  auto* losses = recordLosses_ ? &mine.at : nullptr;
   int64_t c;
   if (acc.scalar_type() == at::kByte)
-    c = combineWords(acc.data_ptr<uint8_t>(), o.data_ptr<uint8_t>(), acc.numel(), bits_);
+    c = combineWords(acc.data_ptr<uint8_t>(), o.data_ptr<uint8_t>(), acc.numel(), bits_, losses);
   else
-    c = combineWords(acc.data_ptr<int32_t>(), o.data_ptr<int32_t>(), acc.numel(), bits_);
+    c = combineWords(acc.data_ptr<int32_t>(), o.data_ptr<int32_t>(), acc.numel(), bits_, losses);
   clipped_ += c;
+  if (recordLosses_ && !mine.at.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    clips_.push_back(std::move(mine));
+  }
+}
+
+at::Tensor SaturatingPackedSum::losses(const at::Tensor& result, int64_t n) const {
+  GZ_ASSERT(recordLosses_, "{}: losses() needs recordLosses", name());
+  GZ_ASSERT(result.scalar_type() == wordType(bits_) && result.is_contiguous() && result.numel() >= numWords(n, bits_),
+            "{}: losses() needs the collective's word tensor", name());
+  auto out = at::zeros({n}, at::kInt);
+  int32_t* l = out.data_ptr<int32_t>();
+  const auto* base = static_cast<const char*>(result.data_ptr());
+  const int64_t wordBytes = result.element_size(), per = codesPerWord(bits_);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Clips& c : clips_) {
+    // The result was allocated before any combine and outlives them all, so a
+    // combine's acc lies inside it exactly when it was a slice of it.
+    const int64_t bytes = static_cast<const char*>(c.acc) - base;
+    GZ_ASSERT(bytes >= 0 && bytes % wordBytes == 0 && bytes / wordBytes < result.numel(),
+              "{}: a combine folded into a buffer outside the collective's result; its clip losses have no "
+              "coordinates", name());
+    const int64_t first = bytes / wordBytes * per;
+    for (const auto& [k, loss] : c.at) {
+      GZ_ASSERT(first + k < n, "{}: clip at code {} beyond the {} coordinates", name(), first + k, n);
+      l[first + k] += loss;
+    }
+  }
+  return out;
 }
 
 }  // namespace gradzip::compress

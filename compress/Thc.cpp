@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace gradzip::compress {
 namespace {
@@ -31,6 +32,24 @@ void forBlockRuns(int64_t b, int64_t e, int64_t B, F&& f, const float* M) {
     f(b, hi, M[blk]);
     b = hi;
   }
+}
+
+// THC §9 (scalability): "the largest granularity and bit budget that a given
+// number of workers can handle", (g, b) = (38, 4), (16, 4), (8, 3) for 4, 10
+// and 30 workers. A worker count between two of the paper's takes the next
+// larger one's pair, so n·g never exceeds the paper's own products (<= 240).
+struct PaperPoint {
+  int workers, granularity, bits;
+};
+constexpr PaperPoint kPaperPoints[] = {{4, 38, 4}, {10, 16, 4}, {30, 8, 3}};
+
+const PaperPoint& paperPoint(int n) {
+  for (const auto& p : kPaperPoints)
+    if (n <= p.workers) return p;
+  throw UserError(fmt::format("thc: granularity_rule: paper has (g, b) for at most {} workers (THC sec. 9: (38, 4), "
+                              "(16, 4), (8, 3) for 4, 10, 30 workers), this run has {}; set bits and granularity "
+                              "(granularity: 0 scales g with n)",
+                              kPaperPoints[std::size(kPaperPoints) - 1].workers, n));
 }
 
 }  // namespace
@@ -57,6 +76,16 @@ ThcOptions ThcOptions::fromYaml(YamlReader& r) {
   o.rotationBlockLog2 = static_cast<int>(r.getInt("rotation_block_log2", o.rotationBlockLog2, 0, 40));
   o.aggregationBits = static_cast<int>(r.getInt("aggregation_bits", o.aggregationBits, 0, 16));
   o.range = r.getEnum("range", o.range, {"norm", "max"});
+  o.granularityRule = r.getEnum("granularity_rule", o.granularityRule, {"fixed", "paper"});
+  if (o.granularityRule == "paper") {
+    if (o.deployment != "ps" || o.variant != "table")
+      r.fail("granularity_rule", "granularity_rule: paper (THC sec. 9's (g, b) per worker count) is for the ps "
+                                 "deployment's table variant");
+    for (const char* key : {"bits", "granularity"})
+      if (r.has(key))
+        r.fail(key, "granularity_rule: paper chooses bits and granularity from the number of workers; leave them "
+                    "out, or use granularity_rule: fixed");
+  }
   if (o.deployment == "ps" && o.range == "max")
     r.fail("range", "range: max (the block's value range, end-to-end utility sec. 3.2.2) is for deployment: "
                     "allreduce; the ps deployment quantises onto THC's table over t_p·l/sqrt(B)");
@@ -74,6 +103,7 @@ void ThcOptions::toYaml(YAML::Node& node) const {
   node["rotation_block_log2"] = rotationBlockLog2;
   node["aggregation_bits"] = aggregationBits;
   node["range"] = range;
+  node["granularity_rule"] = granularityRule;
 }
 
 Thc::Thc(ThcOptions options) : options_(std::move(options)) {
@@ -97,6 +127,10 @@ Thc::Thc(ThcOptions options) : options_(std::move(options)) {
     GZ_CHECK(o.aggregationBits == 0 || (o.aggregationBits >= o.bits && o.aggregationBits <= 16),
              "thc: aggregation_bits must be 0 or in [bits = {}, 16], got {}", o.bits, o.aggregationBits);
   }
+  GZ_CHECK(o.granularityRule == "fixed" ||
+               (o.granularityRule == "paper" && o.deployment == "ps" && o.variant == "table"),
+           "thc: granularity_rule must be fixed, or paper with deployment: ps and variant: table; got '{}'",
+           o.granularityRule);
   GZ_CHECK(o.range == "norm" || (o.range == "max" && o.deployment == "allreduce"),
            "thc: range must be norm, or max with deployment: allreduce; got '{}' with deployment: {}", o.range,
            o.deployment);
@@ -116,8 +150,13 @@ Capabilities Thc::capabilities() const {
 int Thc::granularityFor(int n) const {
   if (options_.deployment == "allreduce") return 2 * ((1 << (options_.bits - 1)) - 1);
   if (options_.variant == "uniform") return (1 << options_.bits) - 1;
+  if (options_.granularityRule == "paper") return paperPoint(n).granularity;
   if (options_.granularity > 0) return options_.granularity;
   return std::max((1 << options_.bits) - 1, std::min(30, 255 / std::max(n, 1)));
+}
+
+int Thc::bitsFor(int n) const {
+  return options_.granularityRule == "paper" ? paperPoint(n).bits : options_.bits;
 }
 
 int Thc::downlinkBits(int n) const {
@@ -130,17 +169,17 @@ int Thc::downlinkBits(int n) const {
 
 RandomizedHadamard Thc::rotation(int64_t d) const { return RandomizedHadamard(d, options_.rotationBlockLog2); }
 
-int64_t Thc::payloadBytes(int64_t d) const {
+int64_t Thc::payloadBytes(int64_t d, int n) const {
   const auto rht = rotation(d);
   const int64_t norms = 4 * rht.numBlocks();
-  if (options_.deployment == "ps") return packedBytes(rht.paddedDim(), options_.bits) + norms;
+  if (options_.deployment == "ps") return packedBytes(rht.paddedDim(), bitsFor(n)) + norms;
   const int64_t wordBytes = SaturatingPackedSum::wordType(fieldBits()) == at::kByte ? 1 : 4;
   return SaturatingPackedSum::numWords(rht.paddedDim(), fieldBits()) * wordBytes + norms;
 }
 
-double Thc::bitsPerCoordinate(int64_t d, int /*n*/) const {
+double Thc::bitsPerCoordinate(int64_t d, int n) const {
   GZ_CHECK(d > 0, "thc: bitsPerCoordinate needs d > 0");
-  return 8.0 * static_cast<double>(payloadBytes(d)) / static_cast<double>(d);
+  return 8.0 * static_cast<double>(payloadBytes(d, n)) / static_cast<double>(d);
 }
 
 double Thc::downlinkBitsPerCoordinate(int64_t d, int n) const {
@@ -203,14 +242,15 @@ at::Tensor Thc::dequantizeSum(const at::Tensor& sums, const at::Tensor& range, c
   return out;
 }
 
-std::vector<int> Thc::tableValues(int g) const {
-  return options_.variant == "uniform" ? uniformThcTable(options_.bits, options_.p).values
-                                       : cachedThcTable(options_.bits, g, options_.p, options_.symmetricTable).values;
+std::vector<int> Thc::tableValues(int b, int g) const {
+  return options_.variant == "uniform" ? uniformThcTable(b, options_.p).values
+                                       : cachedThcTable(b, g, options_.p, options_.symmetricTable).values;
 }
 
 const thc::TableLookup& Thc::tableFor(int n) {
-  const int g = granularityFor(n);
-  if (!table_ || table_->g != g) table_ = std::make_unique<thc::TableLookup>(TableQuantizer(tableValues(g)));
+  const int g = granularityFor(n), b = bitsFor(n);
+  if (!table_ || table_->g != g || table_->ints.size() != (size_t{1} << b))
+    table_ = std::make_unique<thc::TableLookup>(TableQuantizer(tableValues(b, g)));
   return *table_;
 }
 
@@ -247,9 +287,17 @@ void Thc::load(torch::serialize::InputArchive& ar) {
   const int g = static_cast<int>(gs.item<int64_t>());
   table_.reset();
   if (g == 0) return;  // saved before the first aggregation: built on demand
-  const std::vector<int> expected = tableValues(g);
   const at::Tensor saved = table.to(at::kLong).contiguous();
   const std::vector<int64_t> got(saved.data_ptr<int64_t>(), saved.data_ptr<int64_t>() + saved.numel());
+  // Under granularity_rule: paper the table's b is the paper's for its g.
+  int b = options_.bits;
+  if (options_.granularityRule == "paper") {
+    const auto* p = std::find_if(std::begin(kPaperPoints), std::end(kPaperPoints),
+                                 [&](const PaperPoint& q) { return q.granularity == g; });
+    GZ_CHECK(p != std::end(kPaperPoints), "checkpoint: THC table for g = {} is not one of granularity_rule: paper's", g);
+    b = p->bits;
+  }
+  const std::vector<int> expected = tableValues(b, g);
   GZ_CHECK(got.size() == expected.size() && std::equal(got.begin(), got.end(), expected.begin()),
            "checkpoint: THC table for g = {} is [{}], this config's is [{}]", g, fmt::join(got, ", "),
            fmt::join(expected, ", "));
@@ -261,10 +309,11 @@ at::Tensor Thc::rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, c
   const int64_t dp = rht.paddedDim();
   rotated_.resize(static_cast<size_t>(dp));
   rht.forwardUnscaled(x.data_ptr<float>(), ctx.sharedSeed(), rotated_.data());
-  at::Tensor codes = simd::reusableBuffer(codeCache_, packedBytes(dp, options_.bits), at::kByte);
+  const int b = bitsFor(n);
+  at::Tensor codes = simd::reusableBuffer(codeCache_, packedBytes(dp, b), at::kByte);
   // RandomizedHadamard::forward's orthonormal scale, applied inside the pass.
-  thc::quantizeTablePack(rotated_.data(), dp, rht.blockSize(), range.data_ptr<float>(), rht.scale(), tableFor(n),
-                         options_.bits, ctx.privateSeed(), codes.data_ptr<uint8_t>());
+  thc::quantizeTablePack(rotated_.data(), dp, rht.blockSize(), range.data_ptr<float>(), rht.scale(), tableFor(n), b,
+                         ctx.privateSeed(), codes.data_ptr<uint8_t>());
   return codes;
 }
 
@@ -370,11 +419,12 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
   const auto range = rangeOf(p.tensors[0], rht);
   if (options_.deployment == "ps") {
     const at::Tensor codes = p.tensors[1].cpu().contiguous();
-    GZ_CHECK(codes.scalar_type() == at::kByte && codes.numel() == packedBytes(rht.paddedDim(), options_.bits),
+    const int b = bitsFor(1);
+    GZ_CHECK(codes.scalar_type() == at::kByte && codes.numel() == packedBytes(rht.paddedDim(), b),
              "thc: malformed payload for d = {}: {} code bytes, expected {}", d, codes.numel(),
-             packedBytes(rht.paddedDim(), options_.bits));
+             packedBytes(rht.paddedDim(), b));
     rotated_.resize(static_cast<size_t>(rht.paddedDim()));
-    thc::dequantizeCodes(codes.data_ptr<uint8_t>(), options_.bits, rht.paddedDim(), rht.blockSize(),
+    thc::dequantizeCodes(codes.data_ptr<uint8_t>(), b, rht.paddedDim(), rht.blockSize(),
                          range.data_ptr<float>(), tableFor(1), rotated_.data());
     return inverseOfRotated(rht, ctx.sharedSeed(), meanCache_);
   }

@@ -22,7 +22,14 @@
 // the saturating add in b-bit fields (b = aggregation_bits, default q) at every hop of a ring/tree/ps collective on packed
 // words (compress/SaturatingPackedSum.h); Aggregated::saturated counts the clip
 // events summed over all ranks' combines (= the number of saturated
-// coordinates when each coordinate clips at most once, e.g. n = 2). The range
+// coordinates when each coordinate clips at most once, e.g. n = 2). What the
+// clips removed is part of localApplied: a rank's combines record s − Sat(s)
+// at each coordinate they clip (Λ_i, in code units), and localApplied =
+// RHT⁻¹((C_i − Λ_i)·M/L). Since S = Σ_i C_i − Σ_i Λ_i, (1/n)·Σ_i localApplied_i
+// = mean even when the sum saturates, so error feedback keeps the clipped
+// part (Σ_i e_i = Σ_i x_i − n·mean) and the vNMSE measured from localApplied
+// counts it. The rank whose combine clipped keeps the whole loss: the paper
+// gives no rule, and error feedback needs only the sum over ranks. The range
 // of a block is THC's M = t_p·l/sqrt(B) by default (`range: norm`), or, with
 // `range: max`, the value range that §3.2.2 computes after the partial
 // rotation: M = the largest |R| in the block over all workers (all-reduce MAX
@@ -55,6 +62,14 @@ struct ThcOptions {
   // g for the table variant; 0 = from n: g = max(2^b−1, min(30, floor(255/n)))
   // keeps the downlink at 8 bits while it can (the paper scales g down with n).
   int granularity = 30;           // default 30 (the paper's), or 2^b − 1 when b >= 5
+  // "fixed": `bits` and `granularity` as given. "paper": (g, b) from the number
+  // of workers n as THC §9's scalability runs choose them ("the largest
+  // granularity and bit budget that a given number of workers can handle"):
+  // (38, 4) for n <= 4, (16, 4) for n <= 10, (8, 3) for n <= 30, so the sums
+  // fit the 8-bit downlink (n·g <= 240); more workers are a UserError (the
+  // paper gives no point there). ps deployment and table variant only; `bits`
+  // and `granularity` must then be left out (ConfigError).
+  std::string granularityRule = "fixed";
   double p = 1.0 / 32;         // support bound: expected fraction clamped
   bool symmetricTable = true;  // the paper's reflected tables (false: unconstrained optimum)
   int rotationBlockLog2 = 0;   // 0 = full RHT; else partial rotation in 2^l' blocks
@@ -79,7 +94,7 @@ class Thc : public Compressor {
   std::string name() const override { return "thc"; }
   Capabilities capabilities() const override;
   // Uplink (what a rank contributes): packed codes of the padded vector plus one
-  // float32 norm per rotation block. n only matters through g, never the size.
+  // float32 norm per rotation block. n matters only through bitsFor(n).
   double bitsPerCoordinate(int64_t d, int n) const override;
   // ps: the owner's w-bit packed sums, w = downlinkBits(n) (Alg. 2 line 13),
   // no norms (they went round before); allreduce: the uplink's.
@@ -92,11 +107,13 @@ class Thc : public Compressor {
   void load(torch::serialize::InputArchive& ar) override;
 
   const ThcOptions& options() const { return options_; }
-  // g used with n workers, and the downlink width ceil(log2(n·g+1)) (ps).
+  // g and b used with n workers, and the downlink width ceil(log2(n·g+1)) (ps).
+  // bitsFor(n) is options().bits except under granularity_rule: paper.
   int granularityFor(int n) const;
+  int bitsFor(int n) const;
   int downlinkBits(int n) const;
-  // Payload bytes for d coordinates (codes + norms).
-  int64_t payloadBytes(int64_t d) const;
+  // Payload bytes one of n workers sends for d coordinates (codes + norms).
+  int64_t payloadBytes(int64_t d, int n = 1) const;
   // allreduce: field width on the wire (aggregationBits, or bits).
   int fieldBits() const { return options_.aggregationBits > 0 ? options_.aggregationBits : options_.bits; }
 
@@ -117,10 +134,10 @@ class Thc : public Compressor {
   // Rotated-domain mean from n workers' int32 saturated code sums S.
   at::Tensor dequantizeSum(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
                            int n) const;
-  // ps: THC's table for g = granularityFor(n), built once per g.
+  // ps: THC's table for (b, g) = (bitsFor(n), granularityFor(n)), built once per (b, g).
   const thc::TableLookup& tableFor(int n);
-  // T(0..2^b−1) for granularity g (the uniform table for the uniform variant).
-  std::vector<int> tableValues(int g) const;
+  // T(0..2^b−1) for b bits and granularity g (the uniform table for the uniform variant).
+  std::vector<int> tableValues(int b, int g) const;
   // ps, Alg. 2 lines 7–11: R = RHT(x) into rotated_, then its packed b-bit
   // table indices for `range` (compress/ThcTableKernels.h).
   at::Tensor rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,

@@ -30,9 +30,14 @@ at::Tensor maxNorms(at::Tensor norms, Context& ctx) {
 
 // The saturating all-reduce of packed b-bit words through the plan's
 // collective (a ring when there is none: the engine cannot saturate, Gloo only
-// sums); *saturated = the clip events of every rank's combines, summed.
-at::Tensor saturatingSum(const at::Tensor& words, int b, Context& ctx, int64_t* saturated) {
+// sums). Returns the saturated sums S; *saturated = the clip events of every
+// rank's combines, summed; *losses = what this rank's combines clipped, per
+// code (int32 [codes], SaturatingPackedSum::losses), undefined when they
+// clipped nothing. S = Σ_i C_i − Σ_i losses_i exactly.
+at::Tensor saturatingSum(const at::Tensor& words, int b, int64_t codes, Context& ctx, int64_t* saturated,
+                         at::Tensor* losses) {
   *saturated = 0;
+  *losses = at::Tensor();
   if (ctx.comm.size() == 1) return words;
   ScopedPhase t(ctx.times, &PhaseTimes::communicate);
   std::unique_ptr<comm::Collective> owned;
@@ -41,9 +46,10 @@ at::Tensor saturatingSum(const at::Tensor& words, int b, Context& ctx, int64_t* 
     owned = comm::makeCollective("ring", ctx.comm);
     coll = owned.get();
   }
-  SaturatingPackedSum sat(b);
+  SaturatingPackedSum sat(b, /*recordLosses=*/true);
   at::Tensor summed = coll->allReduce(words, sat);
   if (ctx.times) ctx.times->bytesSent += words.numel() * words.element_size();
+  if (sat.clipped() > 0) *losses = sat.losses(summed, codes);
   auto count = at::tensor({sat.clipped()}, at::kLong);
   ctx.comm.allReduce(count, comm::ReduceOp::Sum).wait();
   *saturated = count.item<int64_t>();
@@ -54,7 +60,7 @@ at::Tensor saturatingSum(const at::Tensor& words, int b, Context& ctx, int64_t* 
 
 Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
-  const int b = options_.bits;
+  const int b = bitsFor(n);
   const int g = granularityFor(n);
   const int w = downlinkBits(n);
   const thc::TableLookup& table = tableFor(n);
@@ -141,17 +147,25 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
   }
 
   int64_t saturated = 0;
-  const at::Tensor summed = saturatingSum(words, b, ctx, &saturated);
+  at::Tensor losses;
+  const at::Tensor summed = saturatingSum(words, b, rht.paddedDim(), ctx, &saturated, &losses);
 
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   Aggregated r;
-  // mean = RHT⁻¹((S/n)·(M/L)); localApplied = RHT⁻¹(X_i), X_i = C_i·(M/L).
+  // mean = RHT⁻¹((S/n)·(M/L)); localApplied = RHT⁻¹((C_i − Λ_i)·(M/L)), Λ_i
+  // the clip losses of this rank's combines (Thc.h), by linearity of RHT⁻¹.
   r.mean = thc::unpackInverse(summed, range.data_ptr<float>(), rht, options_.bits, b, n, ctx.sharedSeed(), scratch_,
                               meanCache_)
                .to(xIn.device());
-  r.localApplied = thc::unpackInverse(words, range.data_ptr<float>(), rht, options_.bits, b, 1, ctx.sharedSeed(),
-                                      scratch_, appliedCache_)
-                       .to(xIn.device());
+  if (losses.defined()) {
+    // This rank clipped something: its codes less its losses, one inverse rotation.
+    const at::Tensor applied = SaturatingPackedSum::unpack(words, b, rht.paddedDim()).sub_(losses);
+    r.localApplied = rht.inverse(dequantizeSum(applied, range, rht, 1), ctx.sharedSeed()).to(xIn.device());
+  } else {
+    r.localApplied = thc::unpackInverse(words, range.data_ptr<float>(), rht, options_.bits, b, 1, ctx.sharedSeed(),
+                                        scratch_, appliedCache_)
+                         .to(xIn.device());
+  }
   r.saturated = saturated;
   return r;
 }
@@ -179,13 +193,15 @@ Aggregated Thc::aggregateAllReduceMax(const at::Tensor& xIn, Context& ctx) {
     words = SaturatingPackedSum::pack(q.codes, b);
   }
   int64_t saturated = 0;
-  const at::Tensor summed = saturatingSum(words, b, ctx, &saturated);
+  at::Tensor losses;
+  const at::Tensor summed = saturatingSum(words, b, rht.paddedDim(), ctx, &saturated, &losses);
 
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   Aggregated r;
   const auto sums = SaturatingPackedSum::unpack(summed, b, rht.paddedDim());
   r.mean = rht.inverse(dequantizeSum(sums, range, rht, n), ctx.sharedSeed()).to(xIn.device());
-  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(xIn.device());  // RHT⁻¹(X_i)
+  if (losses.defined()) q.values.sub_(dequantizeSum(losses, range, rht, 1));  // X_i − Λ_i·(M/L)
+  r.localApplied = rht.inverse(q.values, ctx.sharedSeed()).to(xIn.device());
   r.saturated = saturated;
   return r;
 }

@@ -8,8 +8,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace gradzip::compress {
+
+namespace {
+
+// v in the wire type, |v| beyond the type's largest finite value saturated to
+// it: a plain cast rounds |v| > 65504 to ±Inf in fp16 (and the largest floats
+// to ±Inf in bf16), which would reach every rank's mean after the finiteness
+// check. Error feedback keeps the part cut off (localApplied holds the
+// saturated value).
+at::Tensor toWireSaturated(const at::Tensor& v, at::ScalarType wire) {
+  double hi = 0;
+  switch (wire) {
+    case at::kHalf: hi = static_cast<double>(std::numeric_limits<c10::Half>::max()); break;
+    case at::kBFloat16: hi = static_cast<double>(std::numeric_limits<c10::BFloat16>::max()); break;
+    default: return v.to(wire);
+  }
+  return v.clamp(-hi, hi).to(wire);
+}
+
+}  // namespace
 
 TopKOptions TopKOptions::fromYaml(YamlReader& r) {
   TopKOptions o;
@@ -58,7 +78,7 @@ Payload TopK::encode(const at::Tensor& x, Context& ctx) {
   const int64_t k = opts_.k(x.numel());
   at::Tensor ix = largestMagnitudes(x, k);  // int32, ascending
   Payload p;
-  p.tensors.push_back(x.index_select(0, ix).to(opts_.values));
+  p.tensors.push_back(toWireSaturated(x.index_select(0, ix), opts_.values));
   p.tensors.push_back(ix);
   return p;
 }

@@ -2,7 +2,9 @@
 // §3.1.1 (following its refs [28, 48]): every rank sends the K largest-magnitude
 // coordinates of its (error-fed) gradient as FP16 values plus int32 indices,
 // the ranks all-gather both, and each rank sums the scattered contributions.
-// b = 48K/d. Not all-reduce compatible (the index sets differ per rank), which
+// b = 48K/d. Values beyond the wire type's range (|v| > 65504 in fp16) are
+// sent saturated to its largest finite value, never as ±Inf; error feedback
+// keeps the rest. Not all-reduce compatible (the index sets differ per rank), which
 // is the paper's point; error feedback is applied (Factory default).
 #pragma once
 

@@ -1,7 +1,8 @@
 // Tests compress/ErrorFeedback.{h,cpp} and the Factory's wrapping: the error
 // feedback invariant Σ_t localApplied_t + e_T = Σ_t g_t (nothing is lost, only
 // delayed) for every lossy scheme of this module on several ranks, the residual
-// round-tripping through save/load, the single-worker codec's bookkeeping, and
+// round-tripping through save/load, the single-worker codec's bookkeeping, the
+// bias of TopK removed over steps (a bound on the residual), and
 // which names the Factory wraps by default (and usesErrorFeedback agreeing), and
 // which it marks as aggregating by all-gather (the controller's cost model).
 #include "compress/ErrorFeedback.h"
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 namespace gradzip::compress {
@@ -97,6 +99,47 @@ TEST(ErrorFeedback, ConservesTheSumOfGradientsOnEveryRank) {
       }
     }
   });
+}
+
+// Beyond the telescoping identity: error feedback removes the bias of a
+// biased compressor over time. TopK with fp32 values keeps the K largest of d
+// coordinates, so ||x − C(x)||² <= (1 − δ)||x||², δ = K/d, for every x (it
+// keeps at least the average energy share). With a constant gradient g,
+// e_{t+1} = (g + e_t) − C(g + e_t) gives ||e_{t+1}|| <= q(||g|| + ||e_t||),
+// q = sqrt(1 − δ), so ||e_t|| <= q/(1 − q)·||g|| for all t; and the identity
+// makes the time-averaged update (1/T)Σ_t C(x_t) = g − e_T/T, within
+// q/(1 − q)·||g||/T of g. Without error feedback every step applies C(g), a
+// fixed bias ||g − C(g)||: for Gaussian g and δ = 0.1 about sqrt(1 − 0.44)
+// = 0.75·||g|| (the top tenth of N(0, 1) holds 44% of its energy).
+TEST(ErrorFeedback, RemovesTheBiasOfTopKOverSteps) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  const int64_t d = 2000, T = 400;
+  TopKOptions o;
+  o.ratio = 0.1;
+  o.values = at::kFloat;
+  ErrorFeedback ef(std::make_unique<TopK>(o));
+  TopK plain(o);
+  const at::Tensor g = testing::gaussianInput(d, 0, 90);
+  const double gNorm = g.norm().item<double>();
+  const double q = std::sqrt(1 - 0.1), bound = q / (1 - q) * gNorm;
+  at::Tensor sum = at::zeros({d}, at::kDouble);
+  double maxResidual = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    ctx.step = t;
+    sum += ef.aggregate(g, ctx).mean.to(at::kDouble);
+    maxResidual = std::max(maxResidual, ef.residualNorm());
+  }
+  EXPECT_LE(maxResidual, bound * (1 + 1e-5));  // float rounding of the recursion
+  const double efError = (sum / T - g.to(at::kDouble)).norm().item<double>();
+  EXPECT_LE(efError, bound / T * (1 + 1e-5));
+  const double plainBias = (plain.aggregate(g, ctx).mean - g).norm().item<double>();
+  // The kept energy share over d = 2000 Gaussian coordinates has sd about
+  // sqrt(Var(Z²; |Z| > 1.645)/d) = sqrt(2.04/2000) = 0.032, so the bias
+  // sqrt(1 − share) has sd <= 0.032/(2·0.75) = 0.021: 0.1 is ~5 sd.
+  EXPECT_NEAR(plainBias / gNorm, 0.75, 0.1);
+  // bound/T = 0.046·||g|| (q = 0.949) against a bias >= 0.65·||g||.
+  EXPECT_LT(efError, plainBias / 10);
 }
 
 TEST(ErrorFeedback, ResidualRoundTripsThroughSaveAndLoad) {

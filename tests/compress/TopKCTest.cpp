@@ -14,6 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 namespace gradzip::compress {
 namespace {
 
@@ -128,20 +131,23 @@ TEST(TopKC, AllChunksInFp32EqualPlainAllReduce) {
 }
 
 // Paper Table 4 / Table 7: at equal b, TopKC beats TopK on gradients with
-// spatial locality, and loses its edge once the coordinates are permuted.
-// Deterministic (fixed seeds); the margins are wide (measured: see comments).
+// spatial locality, and loses its edge once the coordinates are permuted
+// (BERT vNMSE at b = 0.5 / 2: TopK 0.303 / 0.185, TopKC 0.273 / 0.142,
+// permuted TopKC 0.398 / 0.297). Over S = 8 independent blocky vectors (and
+// permutations), each claim is a log-ratio per vector, l1 = log(TopKC/TopK)
+// and l2 = log(permuted/TopKC) (logs: the ratios are heavy-tailed, a vector
+// whose energy sits in few chunks makes TopKC nearly exact); the claim is
+// E[l1] < 0 < E[l2]. The test asserts the one-sided bounds mean(l1) +
+// 3·sd(l1)/sqrt(S) < 0 and mean(l2) − 3·sd(l2)/sqrt(S) > 0 (a 3-standard-error
+// margin from the vectors' own spread, no hand-picked factor), and the
+// ordering on every vector.
 TEST(TopKC, SpatialLocalityBeatsTopKAndPermutationHurts) {
   comm::LocalCommunicator local;
   Context ctx = testing::contextFor(local);
   const int64_t d = 1 << 16;
-  // Realistic gradient magnitudes (max |x| = 0.1): FP16 squared chunk norms
-  // neither saturate nor vanish (see TopKC.h on norm_dtype for wider ranges).
-  at::Tensor x = testing::blockyInput(d, 5);
-  x.div_(x.abs().max()).mul_(0.1);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
-  at::Tensor perm = at::randperm(d, gen, at::kLong);
-  at::Tensor xp = x.index_select(0, perm).contiguous();
+  const int S = 8;
   for (double b : {0.5, 2.0}) {
+    SCOPED_TRACE("b = " + std::to_string(b));
     const int64_t chunk = b < 1 ? 128 : 64;  // the paper's C for each b
     TopKCOptions co;
     co.chunk = chunk;
@@ -152,11 +158,26 @@ TEST(TopKC, SpatialLocalityBeatsTopKAndPermutationHurts) {
     TopK topk(ko);
     ASSERT_LE(topkc.bitsPerCoordinate(d, 1), b);
     ASSERT_LE(topk.bitsPerCoordinate(d, 1), b);
-    const double eC = testing::vnmse(x, topkc.decode(topkc.encode(x, ctx), d, ctx));
-    const double eK = testing::vnmse(x, topk.decode(topk.encode(x, ctx), d, ctx));
-    const double eP = testing::vnmse(xp, topkc.decode(topkc.encode(xp, ctx), d, ctx));
-    EXPECT_LT(eC, 0.8 * eK) << "b=" << b << " topkc " << eC << " topk " << eK;
-    EXPECT_GT(eP, 1.25 * eC) << "b=" << b << " permuted " << eP << " topkc " << eC;
+    std::vector<double> l1, l2;
+    for (int seed = 1; seed <= S; ++seed) {
+      // Realistic gradient magnitudes (max |x| = 0.1): FP16 squared chunk norms
+      // neither saturate nor vanish (see TopKC.h on norm_dtype for wider ranges).
+      at::Tensor x = testing::blockyInput(d, 100 + seed);
+      x.div_(x.abs().max()).mul_(0.1);
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(200 + seed);
+      const at::Tensor xp = x.index_select(0, at::randperm(d, gen, at::kLong)).contiguous();
+      const double eC = testing::vnmse(x, topkc.decode(topkc.encode(x, ctx), d, ctx));
+      const double eK = testing::vnmse(x, topk.decode(topk.encode(x, ctx), d, ctx));
+      const double eP = testing::vnmse(xp, topkc.decode(topkc.encode(xp, ctx), d, ctx));
+      EXPECT_LT(eC, eK) << "seed " << seed;
+      EXPECT_GT(eP, eC) << "seed " << seed;
+      l1.push_back(std::log(eC / eK));
+      l2.push_back(std::log(eP / eC));
+    }
+    const at::Tensor a = at::tensor(l1, at::kDouble), c = at::tensor(l2, at::kDouble);
+    const double se1 = a.std().item<double>() / std::sqrt(double(S)), se2 = c.std().item<double>() / std::sqrt(double(S));
+    EXPECT_LT(a.mean().item<double>() + 3 * se1, 0.0) << "log(TopKC/TopK) " << a;
+    EXPECT_GT(c.mean().item<double>() - 3 * se2, 0.0) << "log(permuted/TopKC) " << c;
   }
 }
 

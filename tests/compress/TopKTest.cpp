@@ -1,6 +1,7 @@
 // Tests compress/TopK.{h,cpp}: K from ratio and bits (b = 48K/d), wire size,
 // the all-gathered mean against a local reconstruction from every rank's top-K,
-// losslessness at ratio 1 with fp32 values, identical results on all ranks.
+// losslessness at ratio 1 with fp32 values, identical results on all ranks,
+// and fp16/bf16 values saturating instead of overflowing to Inf.
 #include "compress/Factory.h"
 #include "compress/TopK.h"
 #include "comm/LocalCommunicator.h"
@@ -8,6 +9,8 @@
 #include "tests/testing/ThreadGroup.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 
 namespace gradzip::compress {
 namespace {
@@ -80,6 +83,44 @@ TEST(TopK, RatioOneWithFp32ValuesEqualsPlainAllReduce) {
     c.allReduce(ref).wait();
     EXPECT_TRUE(testing::bitEqual(agg.mean, ref.div_(3)));
   });
+}
+
+// FP16 holds at most 65504: a plain cast sends ±Inf for larger values, which
+// would pass the finiteness check (made on x) and poison every rank's mean.
+// The wire saturates them instead; error feedback keeps the cut-off part and
+// sends it next step. With x = (1e5, −70000, 1, 0, ...) and K = 2: step 1 sends
+// 65504 and −65504 (residual 34496 and −4496), step 2 (zero gradient) sends
+// the residual, both exact in fp16 (multiples of 32 and of 4 below 2^15 and
+// 2^13), so the two steps together apply 1e5 and −70000 exactly.
+TEST(TopK, Fp16ValuesSaturateInsteadOfOverflowing) {
+  comm::LocalCommunicator local;
+  Context ctx = testing::contextFor(local);
+  const int64_t d = 100;
+  at::Tensor x = at::zeros({d});
+  x[3] = 1e5f;
+  x[7] = -70000.0f;
+  x[9] = 1.0f;
+  TopKOptions o;
+  o.ratio = 0.02;  // K = 2
+  TopK plain(o);
+  const at::Tensor once = plain.decode(plain.encode(x, ctx), d, ctx);
+  EXPECT_TRUE(once.isfinite().all().item<bool>());
+  EXPECT_EQ(once[3].item<float>(), 65504.0f);
+  EXPECT_EQ(once[7].item<float>(), -65504.0f);
+  EXPECT_TRUE(plain.aggregate(x, ctx).mean.isfinite().all().item<bool>());
+  // bf16's largest finite value bounds its wire the same way.
+  o.values = at::kBFloat16;
+  TopK bf(o);
+  at::Tensor huge = at::zeros({d});
+  huge[0] = std::numeric_limits<float>::max();
+  const at::Tensor b = bf.decode(bf.encode(huge, ctx), d, ctx);
+  EXPECT_EQ(b[0].item<float>(), static_cast<float>(std::numeric_limits<c10::BFloat16>::max()));
+  // Error feedback recovers the saturated part.
+  auto ef = makeCompressor("topk", "{ratio: 0.02}");
+  const at::Tensor first = ef->aggregate(x, ctx).mean;
+  const at::Tensor applied = first + ef->aggregate(at::zeros({d}), ctx).mean;
+  EXPECT_EQ(applied[3].item<float>(), 1e5f);
+  EXPECT_EQ(applied[7].item<float>(), -70000.0f);
 }
 
 }  // namespace
