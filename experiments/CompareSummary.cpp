@@ -59,15 +59,38 @@ Spread commFreeSpread(const ArmStats& a, size_t i) {
   return over(a, [i](const RunStats& r) { return r.commFreeToTarget[i]; });
 }
 
-// Speedup TTA(base) / TTA(arm), means over repeats, at the highest target
-// every repeat of both reached.
-std::optional<double> speedup(const ArmStats& arm, const ArmStats* base, size_t targets) {
-  if (!base) return std::nullopt;
-  for (size_t i = targets; i-- > 0;) {
-    const Spread a = ttaSpread(arm, i), b = ttaSpread(*base, i);
-    if (a.all() && b.all() && a.mean > 0) return b.mean / a.mean;
+// The arm's mean step time and its spread, pooled over repeats: the square
+// root of the mean over runs of (run spread² + (run mean − mean)²).
+std::pair<double, double> stepTimeAndSpread(const ArmStats& a) {
+  const auto runs = okRuns(a);
+  if (runs.empty()) return {NAN, NAN};
+  double mean = 0, var = 0;
+  for (const auto* r : runs) mean += r->step / static_cast<double>(runs.size());
+  for (const auto* r : runs)
+    var += (r->stepSd * r->stepSd + (r->step - mean) * (r->step - mean)) / static_cast<double>(runs.size());
+  return {mean, std::sqrt(var)};
+}
+
+// [earliest window start, latest crossing] over the arm's runs at target i;
+// every run reached it.
+std::pair<double, double> crossingWindow(const ArmStats& a, size_t i) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto* r : okRuns(a)) {
+    lo = std::min(lo, r->targetWindowStart[i].value_or(0.0));
+    hi = std::max(hi, *r->timeToTarget[i]);
   }
-  return std::nullopt;
+  return {lo, hi};
+}
+
+std::optional<Speedup> speedup(const ArmStats& arm, const ArmStats* base, size_t targets) {
+  if (!base) return std::nullopt;
+  return speedupOver(arm, *base, targets);
+}
+
+// "1.26x", "1.26x†" within noise, "n/a".
+std::string speedupCell(const std::optional<Speedup>& s) {
+  if (!s) return "n/a";
+  return fmt::format("{:.2f}x{}", s->ratio, s->noise == Noise::kNone ? "" : "†");
 }
 
 // TTA / comm-free TTA at the highest target every repeat reached, with that
@@ -96,8 +119,6 @@ std::string cell(const Spread& s, const char* unit, int decimals) {
 }
 
 std::string planOf(const ArmStats& a, const RunStats& r) { return r.plan.empty() ? a.configuredPlan : r.plan; }
-
-std::string ratioCell(const std::optional<double>& x) { return x ? fmt::format("{:.2f}x", *x) : "n/a"; }
 
 nlohmann::json opt(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
 nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
@@ -135,12 +156,83 @@ std::vector<double> neverReached(const ArmStats& a, const std::vector<double>& t
   return out;
 }
 
+// One line per speedup over FP16 or FP32 within noise, saying why; "" if none.
+std::string noiseLines(const SummaryInput& in, const ArmStats* fp16, const ArmStats* fp32) {
+  std::string out;
+  for (const auto& a : in.arms) {
+    if (okRuns(a).empty()) continue;
+    for (const ArmStats* base : {fp16, fp32}) {
+      const auto s = speedup(a, base, in.targets.size());
+      if (!s || s->noise == Noise::kNone) continue;
+      const auto [wa0, wa1] = crossingWindow(a, s->target);
+      const auto [wb0, wb1] = crossingWindow(*base, s->target);
+      const auto [sa, da] = stepTimeAndSpread(a);
+      const auto [sb, db] = stepTimeAndSpread(*base);
+      const std::string head = fmt::format("- {} vs {} ({:.2f}x at {:.3g}): ", a.name, base->name, s->ratio,
+                                           in.targets[s->target]);
+      if (s->noise == Noise::kEvalInterval)
+        out += head + fmt::format("they first reached it in overlapping evaluation windows "
+                                  "({:.1f}–{:.1f} s and {:.1f}–{:.1f} s), so the evaluations cannot order them.\n",
+                                  wa0, wa1, wb0, wb1);
+      else
+        out += head + fmt::format("step times {:.0f} ±{:.0f} and {:.0f} ±{:.0f} ms agree within "
+                                  "their spread, so the gap is in steps to the target: one run's accuracy path, "
+                                  "not faster steps.\n",
+                                  sa * 1e3, da * 1e3, sb * 1e3, db * 1e3);
+    }
+  }
+  return out;
+}
+
+// The † footnote: what it means, then noiseLines (or that no speedup is).
+std::string noiseFootnote(const SummaryInput& in, const ArmStats* fp16, const ArmStats* fp32) {
+  const std::string lines = noiseLines(in, fp16, fp32);
+  bool any = false;  // a speedup over FP16 or FP32 to judge
+  for (const auto& a : in.arms)
+    for (const ArmStats* base : {fp16, fp32})
+      any |= &a != base && !okRuns(a).empty() && speedup(a, base, in.targets.size()).has_value();
+  if (!any) return "";
+  if (lines.empty())
+    return "\nNo speedup here is within noise: in each, the two arms first reached the target in separate "
+           "evaluation windows, and their step times differ by more than their spread.\n";
+  return "\n† Within noise: these runs cannot resolve the speedups below, so do not read them as one plan "
+         "being faster.\n" +
+         lines;
+}
+
 }  // namespace
+
+const char* noiseName(Noise n) {
+  switch (n) {
+    case Noise::kNone: return "none";
+    case Noise::kEvalInterval: return "eval_interval";
+    case Noise::kStepTime: return "step_time";
+  }
+  return "none";
+}
+
+std::optional<Speedup> speedupOver(const ArmStats& arm, const ArmStats& base, size_t targets) {
+  for (size_t i = targets; i-- > 0;) {
+    const Spread a = ttaSpread(arm, i), b = ttaSpread(base, i);
+    if (!(a.all() && b.all() && a.mean > 0)) continue;
+    Speedup s{b.mean / a.mean, i, Noise::kNone};
+    if (&arm == &base) return s;
+    const auto [a0, a1] = crossingWindow(arm, i);
+    const auto [b0, b1] = crossingWindow(base, i);
+    const auto [sa, da] = stepTimeAndSpread(arm);
+    const auto [sb, db] = stepTimeAndSpread(base);
+    if (a0 < b1 && b0 < a1) s.noise = Noise::kEvalInterval;
+    else if (std::abs(sa - sb) <= da + db && (a.n == 1 || b.n == 1)) s.noise = Noise::kStepTime;
+    return s;
+  }
+  return std::nullopt;
+}
 
 RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
   RunStats r;
   r.timeToTarget.assign(targets.size(), std::nullopt);
   r.commFreeToTarget.assign(targets.size(), std::nullopt);
+  r.targetWindowStart.assign(targets.size(), std::nullopt);
   std::ifstream in(dir + "/tta.jsonl");
   std::string line;
   int64_t prevStep = 0, counted = 0;
@@ -148,6 +240,8 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
   const int64_t every = std::filesystem::exists(dir + "/decisions.jsonl") ? 1 : kVnmseEvery;
   double vnmseSum = 0;
   double sum[7] = {0, 0, 0, 0, 0, 0, 0};
+  double prevSeconds = 0;
+  std::vector<std::pair<int64_t, double>> stepRows;  // (steps covered, mean step time) per row
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("breakdown")) continue;
@@ -170,6 +264,7 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
                          b.value("optimizer", 0.0)};
     for (int k = 0; k < 7; ++k) sum[k] += v[k] * static_cast<double>(n);
     counted += n;
+    stepRows.emplace_back(n, v[0]);
     // Encode/decode count in full even where the comm thread overlapped them
     // with backward: on this 2-core machine that thread takes a core from
     // compute, and the bound is meant to be optimistic (a lower bound on time).
@@ -177,8 +272,10 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
     for (size_t i = 0; i < targets.size(); ++i)
       if (!r.timeToTarget[i] && metric >= targets[i]) {
         r.timeToTarget[i] = t;
+        r.targetWindowStart[i] = prevSeconds;
         r.commFreeToTarget[i] = std::max(0.0, t - commCost);
       }
+    prevSeconds = t;
     r.finalMetric = metric;
     r.trainSeconds = t;
     r.commFreeSeconds = std::max(0.0, t - commCost);
@@ -190,6 +287,9 @@ RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
   if (counted > 0) {
     double* out[7] = {&r.step, &r.compute, &r.exposed, &r.encode, &r.decode, &r.dataWait, &r.optimizer};
     for (int k = 0; k < 7; ++k) *out[k] = sum[k] / static_cast<double>(counted);
+    double var = 0;
+    for (const auto& [n, x] : stepRows) var += static_cast<double>(n) * (x - r.step) * (x - r.step);
+    r.stepSd = std::sqrt(var / static_cast<double>(counted));
   }
   if (r.vnmseSteps > 0) r.vnmse = vnmseSum / static_cast<double>(r.vnmseSteps);
   r.ddp = r.plan.rfind("ddp-", 0) == 0;
@@ -245,7 +345,7 @@ std::string summaryMarkdown(const SummaryInput& in) {
     md += fmt::format(
         " {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {} | {} | {} | {} | {:.1f} |\n",
         cell(over(a, [](const RunStats& r) { return std::optional<double>(r.finalMetric); }), "", 4),
-        ratioCell(speedup(a, fp16, nt)), ratioCell(speedup(a, fp32, nt)), neverText.empty() ? "none" : neverText,
+        speedupCell(speedup(a, fp16, nt)), speedupCell(speedup(a, fp32, nt)), neverText.empty() ? "none" : neverText,
         cell(over(a, [](const RunStats& r) { return std::optional<double>(r.trainSeconds); }), "", 1),
         ddp ? "n/a²" : cell(over(a, [](const RunStats& r) { return std::optional<double>(r.commFreeSeconds); }), "", 1),
         ratio ? fmt::format("{:.2f} (@{:.3g})", ratio->first, ratio->second) : (ddp ? "n/a²" : "n/a"),
@@ -258,10 +358,12 @@ std::string summaryMarkdown(const SummaryInput& in) {
         "\"never\" = not reached within the budget. With repeats, cells show the mean over the runs that reached "
         "it, [min–max], and (reached/runs) when some did not; \"never reached\" lists the targets at least one run "
         "missed, after \"failed\" when a run stopped early (its cells are from the rows it logged). Utility = TTA(FP16) / TTA(arm) (means) at the highest "
-        "target every run of both reached; \"vs FP32\" likewise. Comm-free s = training seconds minus, per step, "
+        "target every run of both reached; \"vs FP32\" likewise (†: within noise, listed at the end). "
+        "Comm-free s = training seconds minus, per step, "
         "exposed communication + encode + decode (an optimistic bound: encode/decode count in full even where "
         "overlapped with backward); TTA / comm-free is the ratio of the two times to the highest target every run "
-        "reached. Shares are of the mean step time. bits/coord = 8 x bytes this rank sent / (parameters x steps), "
+        "reached. Step ms is the mean; its spread over the evaluation windows is in summary.json. "
+        "Shares are of the mean step time. bits/coord = 8 x bytes this rank sent / (parameters x steps), "
         "on the wire (a ring all-reduce sends about 2(n-1)/n x the payload).\n\n"
         "¹ vNMSE = ||x − C(x)||² / ||x||² of the compression on rank 0, from the TTA rows (measured every "
         "10th step, every step under the controller): the mean over the rows that carry it, each weighted by the "
@@ -269,6 +371,40 @@ std::string summaryMarkdown(const SummaryInput& in) {
         "result.\n"
         "² PyTorch DDP does not split communication out of its backward pass, so its exposed communication, "
         "encode/decode and comm-free time are unknown (not zero).\n";
+  md += noiseFootnote(in, fp16, fp32);
+  return md;
+}
+
+std::string summaryBrief(const SummaryInput& in) {
+  const ArmStats* fp16 = find(in, "fp16");
+  const ArmStats* fp32 = find(in, "fp32");
+  const size_t nt = in.targets.size();
+  std::string md = fmt::format("# {}: time to accuracy\n\n| arm | plan |", in.title);
+  for (double t : in.targets) md += fmt::format(" TTA {:.3g} |", t);
+  md += " vs FP16 | vs FP32 | step ms | bits/coord | final metric |\n|";
+  for (size_t i = 0; i < 7 + nt; ++i) md += "---|";
+  md += "\n";
+  for (const auto& a : in.arms) {
+    const auto runs = okRuns(a);
+    const std::string note = failureNote(a);
+    if (runs.empty()) {
+      md += fmt::format("| {} | {} |\n", a.name, note.empty() ? "(not run)" : note + ", no rows");
+      continue;
+    }
+    md += fmt::format("| {} | `{}` |", a.name, planOf(a, *runs.front()));
+    for (size_t i = 0; i < nt; ++i) md += " " + cell(ttaSpread(a, i), " s", 1) + " |";
+    const auto [step, spread] = stepTimeAndSpread(a);
+    const auto bits = over(a, [&](const RunStats& r) { return bitsPerCoordinate(r, a.parameters); });
+    md += fmt::format(" {} | {} | {:.0f} ±{:.0f} | {} | {}{} |\n", speedupCell(speedup(a, fp16, nt)),
+                      speedupCell(speedup(a, fp32, nt)), step * 1e3, spread * 1e3,
+                      bits.reached ? fmt::format("{:.2f}", bits.mean) : "n/a",
+                      cell(over(a, [](const RunStats& r) { return std::optional<double>(r.finalMetric); }), "", 4),
+                      note.empty() ? "" : ", " + note);
+  }
+  md += "\nTTA = training seconds (evaluation excluded) until the test metric first reached the target; \"never\" = "
+        "not within the budget. vs FP16 / vs FP32 = their TTA / this arm's, at the highest target both reached. "
+        "step ms = mean ± spread over the evaluation windows. bits/coord = bits sent per parameter per step.\n";
+  md += noiseFootnote(in, fp16, fp32);
   return md;
 }
 
@@ -306,6 +442,11 @@ nlohmann::json summaryJson(const SummaryInput& in) {
     const double enc = meanOf(a, [](const RunStats& r) { return r.encode; });
     const double dec = meanOf(a, [](const RunStats& r) { return r.decode; });
     auto unknownIfDdp = [&](double x) { return ddp ? nlohmann::json(nullptr) : num(x); };
+    const auto u16 = speedup(a, fp16, nt), u32 = speedup(a, fp32, nt);
+    auto ratioJson = [](const std::optional<Speedup>& x) { return x ? num(x->ratio) : nlohmann::json(nullptr); };
+    auto noiseJson = [](const std::optional<Speedup>& x) {
+      return x ? nlohmann::json(noiseName(x->noise)) : nlohmann::json(nullptr);
+    };
     nlohmann::json perRun = nlohmann::json::array();
     for (size_t k = 0; k < a.runs.size(); ++k) {
       const auto& r = a.runs[k];
@@ -325,14 +466,17 @@ nlohmann::json summaryJson(const SummaryInput& in) {
               {"final_metric", num(fm.mean)},
               {"final_metric_min", num(fm.min)},
               {"final_metric_max", num(fm.max)},
-              {"utility_vs_fp16", opt(speedup(a, fp16, nt))},
-              {"speedup_vs_fp32", opt(speedup(a, fp32, nt))},
+              {"utility_vs_fp16", ratioJson(u16)},
+              {"utility_vs_fp16_noise", noiseJson(u16)},
+              {"speedup_vs_fp32", ratioJson(u32)},
+              {"speedup_vs_fp32_noise", noiseJson(u32)},
               {"train_seconds", num(meanOf(a, [](const RunStats& r) { return r.trainSeconds; }))},
               {"comm_free_seconds", unknownIfDdp(meanOf(a, [](const RunStats& r) { return r.commFreeSeconds; }))},
               {"tta_over_comm_free", ratio ? nlohmann::json(ratio->first) : nlohmann::json(nullptr)},
               {"tta_over_comm_free_target", ratio ? nlohmann::json(ratio->second) : nlohmann::json(nullptr)},
               {"steps", num(meanOf(a, [](const RunStats& r) { return static_cast<double>(r.steps); }))},
               {"step_seconds", num(step)},
+              {"step_seconds_sd", num(stepTimeAndSpread(a).second)},
               {"compute_seconds", num(meanOf(a, [](const RunStats& r) { return r.compute; }))},
               {"exposed_seconds", unknownIfDdp(exposed)},
               {"encode_seconds", unknownIfDdp(enc)},

@@ -5,11 +5,15 @@
 // end-to-end-utility paper: time to each target, utility = speedup over FP16,
 // speedup over FP32, final metric, targets never reached, bits per coordinate,
 // compression and exposed-communication shares of step time, and the comm-free
-// bound (the same steps with the communication cost removed).
+// bound (the same steps with the communication cost removed). A speedup that
+// the evaluations or the step-time spread cannot resolve is marked as within
+// noise (speedupOver), so that one seed's accuracy path is not sold as a
+// faster plan.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +26,10 @@ struct RunStats {
   bool ok = false;  // the log has at least one row
   std::string plan;
   std::vector<std::optional<double>> timeToTarget;  // training seconds, per target
+  // Per target: the training seconds of the evaluation before the one that
+  // first reached it (0 when the first evaluation did). The metric crossed the
+  // target somewhere in (targetWindowStart, timeToTarget]; nullopt where never.
+  std::vector<std::optional<double>> targetWindowStart;
   // The training seconds at that row minus the communication cost so far
   // (Σ per-step min(step, exposed + encode + decode) over the steps covered).
   std::vector<std::optional<double>> commFreeToTarget;
@@ -29,6 +37,9 @@ struct RunStats {
   int64_t steps = 0, bytes = 0;
   // Per-step means over all steps (each row weighted by the steps it covers).
   double step = 0, compute = 0, exposed = 0, encode = 0, decode = 0, dataWait = 0, optimizer = 0;
+  // The step time's spread over the evaluation windows: the standard deviation
+  // of the rows' mean step times around `step`, same weights (0 with one row).
+  double stepSd = 0;
   // A PyTorch DDP peer ("ddp-..." plan): it does not split communication out
   // of compute, so exposed/encode/decode are unknown, not zero.
   bool ddp = false;
@@ -67,11 +78,43 @@ struct SummaryInput {
   std::vector<ArmStats> arms;  // must include "fp16" and "fp32" to report utility
 };
 
-// summary.md: a table with one row per arm, then footnotes saying what each
-// column means.
+// Whether a speedup is a measured difference, checked in this order:
+enum class Noise {
+  kNone,
+  // Some run of each arm first reached the target in evaluation windows
+  // (targetWindowStart, timeToTarget] that overlap, pooled over repeats as
+  // [min start, max time]: the evaluations (or the repeats' spread) cannot
+  // say which arm got there first.
+  kEvalInterval,
+  // The windows are apart, but the mean step times differ by no more than the
+  // two spreads added (stepSd, pooled over repeats) and one arm has a single
+  // run: the gap is in steps to the target, i.e. one seed's accuracy path, not
+  // faster steps.
+  kStepTime,
+};
+const char* noiseName(Noise n);  // "none", "eval_interval", "step_time"
+
+// TTA(base) / TTA(arm), means over their runs, at the highest target every run
+// of both reached, with its noise verdict. nullopt when no target qualifies.
+// An arm compared with itself is kNone.
+struct Speedup {
+  double ratio = NAN;
+  size_t target = 0;  // index into the suite's targets
+  Noise noise = Noise::kNone;
+};
+std::optional<Speedup> speedupOver(const ArmStats& arm, const ArmStats& base, size_t targets);
+
+// summary.md: a table with one row per arm (every column), then footnotes
+// saying what each column means and one line per speedup within noise.
 std::string summaryMarkdown(const SummaryInput& in);
+// The table a newcomer reads first (what `gradzip compare` prints): arm, plan,
+// time to each target, speedup over FP16 and FP32 (marked † within noise),
+// step time ± spread, bits per coordinate and final metric, then the same
+// within-noise lines as summaryMarkdown.
+std::string summaryBrief(const SummaryInput& in);
 // summary.json: a list with one object per arm (keys documented in
-// experiments/README.md), each carrying `targets`.
+// experiments/README.md), each carrying `targets`; `utility_vs_fp16_noise` and
+// `speedup_vs_fp32_noise` hold noiseName (null without a speedup).
 nlohmann::json summaryJson(const SummaryInput& in);
 
 }  // namespace gradzip::experiments
