@@ -95,4 +95,9 @@ ScopedPhase::~ScopedPhase() {
   if (times_) times_->*field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+const at::Tensor& Compressor::residual() const {
+  static const at::Tensor none;
+  return none;
+}
+
 }  // namespace gradzip::compress

@@ -116,6 +116,16 @@ class Compressor {
   // Checkpointed state; compressors without state keep the defaults.
   virtual void save(torch::serialize::OutputArchive& ar) const {}
   virtual void load(torch::serialize::InputArchive& ar) {}
+
+  // Error feedback's memory e (compress/ErrorFeedback.h overrides these), so
+  // that callers never need to know which compressor wraps which. Without
+  // one: residual() is undefined, takeResidual() returns an undefined tensor
+  // and addResidual() returns false (the caller adds e to the gradient).
+  virtual const at::Tensor& residual() const;
+  virtual at::Tensor takeResidual() { return {}; }
+  virtual bool addResidual(const at::Tensor& e) { return false; }
+  // ||e||₂, 0 without memory.
+  virtual double residualNorm() const { return 0.0; }
 };
 
 // Common argument checks for aggregate()/encode(): 1-D, float32, contiguous,

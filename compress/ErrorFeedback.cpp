@@ -53,12 +53,13 @@ void ErrorFeedback::load(torch::serialize::InputArchive& ar) {
 
 at::Tensor ErrorFeedback::takeResidual() { return std::exchange(residual_, at::Tensor()); }
 
-void ErrorFeedback::addResidual(const at::Tensor& e) {
-  if (!e.defined()) return;
+bool ErrorFeedback::addResidual(const at::Tensor& e) {
+  if (!e.defined()) return true;
   GZ_CHECK(e.dim() == 1 && e.scalar_type() == at::kFloat, "{}: a residual must be a float vector", name());
   GZ_CHECK(!residual_.defined() || residual_.numel() == e.numel(),
            "{}: residual of {} coordinates added to one of {}", name(), e.numel(), residual_.numel());
   residual_ = residual_.defined() ? residual_ + e : e.clone();
+  return true;
 }
 
 double ErrorFeedback::residualNorm() const {

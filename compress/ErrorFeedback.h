@@ -36,13 +36,13 @@ class ErrorFeedback final : public Compressor {
   void load(torch::serialize::InputArchive& ar) override;
 
   // The current residual e (undefined before the first step) and ||e||₂ (0 then).
-  const at::Tensor& residual() const { return residual_; }
+  const at::Tensor& residual() const override { return residual_; }
   // Moving a residual between compressors (trainer/GradSync.h does it when a
   // bucket switches plans, so a switch delays nothing more and drops nothing):
   // takeResidual returns e and leaves none; addResidual adds e to this one's.
-  at::Tensor takeResidual();
-  void addResidual(const at::Tensor& e);
-  double residualNorm() const;
+  at::Tensor takeResidual() override;
+  bool addResidual(const at::Tensor& e) override;
+  double residualNorm() const override;
   Compressor& inner() { return *inner_; }
 
  private:

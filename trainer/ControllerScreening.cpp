@@ -8,7 +8,6 @@
 
 #include "trainer/ControllerDecision.h"
 #include "trainer/ControllerDetail.h"
-#include "compress/ErrorFeedback.h"
 #include "compress/Factory.h"
 #include "trainer/PlanCost.h"
 
@@ -54,7 +53,7 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
       // A fresh codec per bucket: an error-feedback residual belongs to one bucket.
       const auto codec = freshCodec(plan);
       auto& c = *codec;
-      const auto* fed = dynamic_cast<const compress::ErrorFeedback*>(&c);  // null: no error feedback
+      const bool fed = plan.errorFeedback();
       // This rank's last local gradient (the aggregated mean would already
       // carry the current plan's rounding).
       const auto& last = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
@@ -70,7 +69,7 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
         compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(k), 0, k, rep, nullptr};
         // The compressor's input, the residual included (as GradSync measures
         // the running plan), before encode() moves the residual on.
-        const at::Tensor in = fed && fed->residual().defined() ? x + fed->residual() : x;
+        const at::Tensor in = c.residual().defined() ? x + c.residual() : x;
         const auto t0 = Clock::now();
         auto p = c.encode(x, ctx);
         at::Tensor y = c.decode(p, d, ctx);

@@ -2,7 +2,6 @@
 // in-order communication thread, and the per-step breakdown.
 #include "trainer/GradSync.h"
 
-#include "compress/ErrorFeedback.h"
 #include "compress/Factory.h"
 #include "util/Error.h"
 #include "util/Yaml.h"
@@ -195,10 +194,8 @@ double GradSync::residualNorm() const {
   for (const auto& b : buckets_) {
     auto it = b.compressors.find(b.key);
     if (it == b.compressors.end()) continue;
-    if (const auto* ef = dynamic_cast<const compress::ErrorFeedback*>(it->second.get())) {
-      const double n = ef->residualNorm();
-      sq += n * n;
-    }
+    const double n = it->second->residualNorm();
+    sq += n * n;
   }
   return std::sqrt(sq);
 }
@@ -253,8 +250,7 @@ void GradSync::syncBucket(Bucket& b) {
       b.scratch = torch::empty_like(b.flat);
     }
     b.input.copy_(b.flat);
-    const auto* ef = dynamic_cast<const compress::ErrorFeedback*>(&c);
-    input = ef && ef->residual().defined() ? at::add_out(b.scratch, b.flat, ef->residual()) : b.input;
+    input = c.residual().defined() ? at::add_out(b.scratch, b.flat, c.residual()) : b.input;
   }
   const auto t0 = Clock::now();
   auto agg = c.aggregate(b.flat, ctx);
@@ -277,14 +273,10 @@ void GradSync::syncBucket(Bucket& b) {
 
 void GradSync::handOverResidual(Bucket& b, compress::Compressor& to) {
   const auto it = b.compressors.find(b.lastKey);
-  auto* from = it == b.compressors.end() ? nullptr : dynamic_cast<compress::ErrorFeedback*>(it->second.get());
-  if (!from) return;
-  const at::Tensor e = from->takeResidual();
+  if (it == b.compressors.end()) return;
+  const at::Tensor e = it->second->takeResidual();
   if (!e.defined()) return;
-  if (auto* ef = dynamic_cast<compress::ErrorFeedback*>(&to))
-    ef->addResidual(e);
-  else
-    b.flat.add_(e);
+  if (!to.addResidual(e)) b.flat.add_(e);
 }
 
 MeasuredCompression measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
