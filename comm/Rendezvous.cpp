@@ -12,10 +12,14 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 namespace gradzip::comm {
@@ -72,7 +76,34 @@ std::chrono::milliseconds left(Clock::time_point deadline) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
-c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
+// Whether something accepts TCP connections at host:port within `wait`: a
+// plain connect, no bytes sent.
+bool somethingListens(const std::string& host, int port, std::chrono::milliseconds wait) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ok = poll(&p, 1, static_cast<int>(wait.count())) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+           err == 0;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+
+c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o, Clock::time_point deadline) {
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(o.masterPort);
   so.isServer = o.rank == 0 && !o.agentStore;
@@ -83,20 +114,83 @@ c10::intrusive_ptr<c10d::Store> openStore(const RendezvousOptions& o) {
   // master costs up to 3x the timeout: give it a third. Store operations get
   // the full timeout afterwards.
   so.timeout = so.isServer ? o.timeout : std::max(std::chrono::milliseconds(1000), o.timeout / 3);
-  try {
-    auto store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
-    store->setTimeout(o.timeout);
-    return store;
-  } catch (const std::exception& e) {
-    const std::string what = firstLine(e.what());
+  auto describe = [&](const std::string& what) {
     if (so.isServer)
-      throw CommError(fmt::format("rank 0: cannot host the rendezvous store on {}:{} ({}); is the port in use? "
-                                  "choose another MASTER_PORT",
-                                  o.masterAddr, o.masterPort, what));
-    throw CommError(fmt::format("rank {}: cannot reach the rendezvous store at {}:{} within {} s ({}); is rank 0 "
-                                "running and MASTER_ADDR/MASTER_PORT right?",
-                                o.rank, o.masterAddr, o.masterPort, o.timeout.count() / 1000.0, what));
+      return CommError(fmt::format("rank 0: cannot host the rendezvous store on {}:{} ({}); is the port in use? "
+                                   "choose another MASTER_PORT",
+                                   o.masterAddr, o.masterPort, what));
+    return CommError(fmt::format("rank {}: cannot reach the rendezvous store at {}:{} within {} s ({}); is rank 0 "
+                                 "running and MASTER_ADDR/MASTER_PORT right?",
+                                 o.rank, o.masterAddr, o.masterPort, o.timeout.count() / 1000.0, what));
+  };
+  if (so.isServer) {
+    try {
+      auto store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+      store->setTimeout(o.timeout);
+      return store;
+    } catch (const std::exception& e) {
+      throw describe(firstLine(e.what()));
+    }
   }
+  // A client's first exchange (validate, then ping) waits for the answer
+  // without any timeout: a program that accepts the connection and never
+  // answers (a web server on MASTER_PORT) would block it forever. So the
+  // client is built on a helper thread, and this thread waits until the
+  // deadline. A thread still blocked then is left to end when that program
+  // closes the connection, or with the process; it owns all it touches.
+  struct Attempt {
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finished = false;
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  std::thread([attempt, addr = o.masterAddr, so] {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(attempt->mutex);
+    attempt->store = std::move(store);
+    attempt->error = error;
+    attempt->finished = true;
+    attempt->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(attempt->mutex);
+  if (!attempt->done.wait_until(lock, deadline, [&] { return attempt->finished; })) {
+    lock.unlock();
+    if (somethingListens(o.masterAddr, o.masterPort, std::chrono::milliseconds(1000)))
+      throw CommError(fmt::format(
+          "rank {}: {}:{} accepted the connection but did not answer as a rendezvous store within {} s; another "
+          "program (not gradzip's rank 0 or torchrun's agent) seems to listen on MASTER_PORT={}: stop it, or start "
+          "every rank with a free MASTER_PORT",
+          o.rank, o.masterAddr, o.masterPort, o.timeout.count() / 1000.0, o.masterPort));
+    throw describe("no answer");
+  }
+  if (attempt->error) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(attempt->error);
+    } catch (const std::exception& e) {
+      what = firstLine(e.what());
+    }
+    // Something listens, yet the store's handshake failed: it answered with
+    // bytes that are not the store's (a web server replying to the
+    // handshake as a malformed request), or it closed the connection.
+    if (somethingListens(o.masterAddr, o.masterPort, std::chrono::milliseconds(1000)))
+      throw CommError(fmt::format(
+          "rank {}: {}:{} accepted the connection but did not answer as a rendezvous store ({}); another program "
+          "(not gradzip's rank 0 or torchrun's agent) seems to listen on MASTER_PORT={}: stop it, or start every "
+          "rank with a free MASTER_PORT",
+          o.rank, o.masterAddr, o.masterPort, what, o.masterPort));
+    throw describe(what);
+  }
+  attempt->store->setTimeout(o.timeout);
+  return attempt->store;
 }
 
 // Every rank publishes "worldSize|fingerprint"; each compares with rank 0's and
@@ -181,7 +275,7 @@ std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
   // has its own (Options::timeout is also its default operation timeout).
   const auto deadline = Clock::now() + o.timeout;
   c10::intrusive_ptr<c10d::Store> store =
-      c10::make_intrusive<c10d::PrefixStore>(fmt::format("gradzip{}", o.generation), openStore(o));
+      c10::make_intrusive<c10d::PrefixStore>(fmt::format("gradzip{}", o.generation), openStore(o, deadline));
   try {
     checkJoin(*store, o, deadline);
   } catch (const CommError&) {

@@ -191,7 +191,9 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
                  r.config.run.seed, cfgPath);
     trainer::LaunchOptions lo;
     lo.nprocs = s.worldSize;
-    lo.command = {selfExe, "train", cfgPath};
+    // The arm's directory may hold a failed or --rerun attempt's results;
+    // compare decided to train it again, so they are replaced.
+    lo.command = {selfExe, "train", cfgPath, "--overwrite"};
     if (!r.arm->ddpHook.empty())
       lo.command = {trainer::pythonExecutable(), std::string(trainer::sourceDir()) + "/experiments/python/ddp_peer.py",
                     "--config", cfgPath, "--hook", r.arm->ddpHook, "--powersgd-rank",
@@ -220,6 +222,7 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
   // One summary per network group (the suite directory itself without a sweep).
   std::map<std::string, int64_t> paramCache;
   std::string allMd;
+  std::string brief;  // the few columns a newcomer needs; every column is in summary.md
   nlohmann::json byNetwork = nlohmann::json::object();
   std::vector<std::string> groups;
   for (const auto& r : runs)
@@ -252,6 +255,7 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     const std::string dir = groupDir(s, g);
     fs::create_directories(dir);
     std::string md = summaryMarkdown(in);
+    brief += (brief.empty() ? "" : "\n") + summaryBrief(in);
     std::string copied;
     for (const auto& r : runs)
       if (r.group == g && fs::exists(r.dir + "/reused_from")) {
@@ -273,7 +277,7 @@ int compareCommand(const CompareArgs& args, const std::string& selfExe) {
     std::ofstream(groupDir(s, "") + "/summary.json")
         << nlohmann::json{{"targets", s.targets}, {"networks", byNetwork}}.dump(2) << "\n";
   }
-  std::cout << "\n" << allMd << "\nwritten: " << groupDir(s, "") << "/summary.md\n";
+  std::cout << "\n" << brief << "\nfull table (every column): " << groupDir(s, "") << "/summary.md\n";
   if (!failed.empty())
     throw UserError(fmt::format("{} run(s) failed: {}. The summary shows the rows they logged before failing; "
                                 "a rerun retries them",

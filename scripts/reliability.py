@@ -4,7 +4,8 @@ check what a user must be able to rely on. Not part of CI (it takes minutes);
 ctest runs one trial of each kind (tests/trainer/LauncherTest.cpp).
 
     .venv/bin/python scripts/reliability.py [--trials 10] [--ranks 2 3] [--timeout 10]
-        [--resume-trials 10] [--gradzip build/trainer/gradzip] [--md experiments/results/reliability.md]
+        [--resume-trials 10] [--rendezvous-trials 3] [--overwrite-trials 3]
+        [--gradzip build/trainer/gradzip] [--md experiments/results/reliability.md]
 
 Trial kinds:
 - launch/SIGKILL: `gradzip launch -n N` trains; after a random delay one random
@@ -24,6 +25,15 @@ Trial kinds:
   plan (TopK 0.1% all-gather with error feedback: the controller's checkpointed
   plan and the residual must both come back; a resume that fell back to
   `initial` would part from the uninterrupted run).
+- rendezvous/foreign listener: `python3 -m http.server` listens on MASTER_PORT
+  and rank 1 of 2 starts, with the torchrun environment and with SLURM's. It
+  must exit 3 within the comm timeout plus a margin, naming the address and
+  that another program listens there, leaving no process and no run
+  directory behind (before the fix it blocked forever in c10d's ping).
+- overwrite: a finished run's config is started again without --resume. It
+  must exit 2 naming --resume, --overwrite and run.name, with the first run's
+  weights, TTA log and checkpoints unchanged; `--overwrite` must then replace
+  them, leaving none of the old checkpoints behind.
 Plans alternate over fp32@engine (Gloo's all-reduce), fp16@ring and thc@ps
 (gradzip's own point-to-point collectives) and that `auto` (the controller's
 broadcasts and probes meet the failure too). Writes a markdown report (--md);
@@ -198,6 +208,98 @@ def bare_trial(args, n, plan, tmp):
     return {"ok": not why, "why": "; ".join(why), "victim": victim, "seconds": slowest}
 
 
+def wait_listening(port, timeout):
+    def up():
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    return wait_for(up, timeout)
+
+
+def rendezvous_trial(args, launcher, tmp):
+    """Rank 1 of 2 against a web server on MASTER_PORT."""
+    cfg = os.path.join(tmp, "c.yaml")
+    write_config(cfg, tmp, FP16_RING, 0, 10, False, 0)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        if not wait_listening(port, 20):
+            return {"ok": False, "why": "http.server did not start", "seconds": 0}
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "GRADZIP_COMM_TIMEOUT_S": str(args.timeout)}
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"):
+            env.pop(k, None)
+        if launcher == "torchrun":
+            env.update({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+        else:
+            env.update({"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1"})
+        t0 = time.monotonic()
+        p = subprocess.Popen([args.gradzip, "train", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=env, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=args.timeout + 30)
+            code = p.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+            code = None
+        elapsed = time.monotonic() - t0
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    why = []
+    if code is None:
+        why.append("rank 1 hung")
+    elif code != 3:
+        why.append(f"exit {code}, expected 3")
+    if f"127.0.0.1:{port} accepted the connection but did not answer" not in out or "another program" not in out:
+        why.append(f"the message names neither the address nor the cause: {out.strip().splitlines()[-1:]}")
+    if elapsed > args.timeout + 15:
+        why.append(f"took {elapsed:.1f} s")
+    if leftovers(cfg):
+        why.append("processes left behind")
+    if os.path.exists(os.path.join(tmp, "r")):
+        why.append("a run directory was created")
+    return {"ok": not why, "why": "; ".join(why), "seconds": elapsed, "exit": code}
+
+
+def overwrite_trial(args, tmp):
+    """A finished run started again: refused without a flag, replaced with --overwrite."""
+    cfg = os.path.join(tmp, "c.yaml")
+    write_config(cfg, tmp, FP16_RING, 0, 40, True, 10)
+    run_dir = os.path.join(tmp, "r")
+    why = []
+    first = subprocess.run([args.gradzip, "launch", "-n", "2", cfg], capture_output=True, text=True)
+    if first.returncode != 0:
+        return {"ok": False, "why": f"first run exited {first.returncode}", "seconds": 0}
+    files = ["model.pt", "tta.jsonl", "rank0/checkpoint.pt", "rank1/checkpoint.pt", "rank0/checkpoint.prev.pt"]
+    before = {f: sha(os.path.join(run_dir, f)) for f in files}
+    t0 = time.monotonic()
+    again = subprocess.run([args.gradzip, "launch", "-n", "2", cfg], capture_output=True, text=True)
+    elapsed = time.monotonic() - t0
+    text = again.stdout + again.stderr
+    if again.returncode != 2:
+        why.append(f"a second run exited {again.returncode}, expected 2")
+    if not all(w in text for w in ("holds an earlier run's results", "--resume", "--overwrite", "run.name")):
+        why.append(f"the refusal names neither the directory nor the ways on: {text.strip().splitlines()[-1:]}")
+    if {f: sha(os.path.join(run_dir, f)) for f in files} != before:
+        why.append("the refused run changed the first run's results")
+    over = subprocess.run([args.gradzip, "launch", "-n", "2", cfg, "--overwrite", "--set", "train.max_steps=10"],
+                          capture_output=True, text=True)
+    if over.returncode != 0:
+        why.append(f"--overwrite exited {over.returncode}")
+    elif os.path.exists(os.path.join(run_dir, "rank0", "checkpoint.prev.pt")) or \
+            os.path.exists(os.path.join(run_dir, "rank1", "checkpoint.prev.pt")):
+        why.append("--overwrite left the old run's checkpoints behind")
+    else:
+        resumed = subprocess.run([args.gradzip, "launch", "-n", "2", cfg, "--set", "train.max_steps=10", "--resume"],
+                                 capture_output=True, text=True)
+        if resumed.returncode != 0 or "at step 10" not in resumed.stdout + resumed.stderr:
+            why.append(f"--resume after --overwrite exited {resumed.returncode} without resuming at step 10")
+    return {"ok": not why, "why": "; ".join(why), "seconds": elapsed, "exit": again.returncode}
+
+
 def sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -237,7 +339,10 @@ def resume_trials(args, tmp_root, plan):
     cfg = os.path.join(ref, "c.yaml")
     write_config(cfg, ref, plan, 3000, 400, True, 25)
     t0 = time.monotonic()
-    subprocess.run([args.gradzip, "launch", "-n", "2", cfg], check=True, capture_output=True)
+    ref_run = subprocess.run([args.gradzip, "launch", "-n", "2", cfg], capture_output=True, text=True)
+    if ref_run.returncode != 0:
+        sys.exit(f"reliability: the uninterrupted reference run exited {ref_run.returncode}: "
+                 f"{(ref_run.stdout + ref_run.stderr).strip().splitlines()[-3:]}")
     duration = time.monotonic() - t0
     expected = sha(os.path.join(ref, "r", "model.pt"))
     rows = []
@@ -293,6 +398,8 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 3])
     ap.add_argument("--timeout", type=int, default=10, help="comm timeout (s) given to the ranks")
     ap.add_argument("--resume-trials", type=int, default=10)
+    ap.add_argument("--rendezvous-trials", type=int, default=3, help="per launcher environment (torchrun, SLURM)")
+    ap.add_argument("--overwrite-trials", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--md", default=os.path.join(ROOT, "experiments", "results", "reliability.md"))
     args = ap.parse_args()
@@ -321,6 +428,25 @@ def main():
                     table.append((kind, n, plan[0], res))
                     print(f"{kind} n={n} {plan[0]} trial {t + 1}: victim rank {res['victim']}, "
                           f"{res.get('seconds', 0):.1f} s: {'ok' if res['ok'] else 'FAIL ' + res['why']}", flush=True)
+        for launcher in ("torchrun", "SLURM"):
+            for t in range(args.rendezvous_trials):
+                k += 1
+                tmp = os.path.join(tmp_root, f"t{k}")
+                os.makedirs(tmp)
+                res = rendezvous_trial(args, launcher, tmp)
+                failures += not res["ok"]
+                table.append(("rendezvous/foreign listener", f"1 of 2 ({launcher})", "-", res))
+                print(f"rendezvous {launcher} trial {t + 1}: {res['seconds']:.1f} s: "
+                      f"{'ok' if res['ok'] else 'FAIL ' + res['why']}", flush=True)
+        for t in range(args.overwrite_trials):
+            k += 1
+            tmp = os.path.join(tmp_root, f"t{k}")
+            os.makedirs(tmp)
+            res = overwrite_trial(args, tmp)
+            failures += not res["ok"]
+            table.append(("overwrite", 2, FP16_RING[0], res))
+            print(f"overwrite trial {t + 1}: {res['seconds']:.1f} s: {'ok' if res['ok'] else 'FAIL ' + res['why']}",
+                  flush=True)
         resumes = {}  # label -> (uninterrupted seconds, trials)
         for i, plan in enumerate(RESUME_PLANS if args.resume_trials > 0 else []):
             resumes[plan[0]] = resume_trials(args, os.path.join(tmp_root, f"resume_{i}"), plan)
@@ -352,6 +478,13 @@ def main():
 - pass means: launch/SIGKILL exits 137 naming the killed rank; launch/SIGSTOP exits non-zero; bare/SIGKILL every
   survivor exits non-zero naming itself and the failed operation; all within the timeout + 15 s; no rank process
   left behind
+- rendezvous/foreign listener: `python3 -m http.server` on MASTER_PORT, rank 1 of 2 started alone with the torchrun
+  or the SLURM environment; pass means exit 3 within the timeout + 15 s naming the address and that another
+  program listens there, no process or run directory left behind (the column gives the time to that exit)
+- overwrite: a finished 2-rank run (40 steps) started again without `--resume`; pass means exit 2 naming
+  `--resume`, `--overwrite` and `run.name`, the first run's weights, TTA log and checkpoints unchanged, then
+  `--overwrite` (10 steps) leaves no old checkpoint and `--resume` of it resumes at step 10 (the column gives
+  the time to the refusal)
 
 {chr(10).join(lines)}
 

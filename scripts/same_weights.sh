@@ -13,7 +13,7 @@ old=$1 new=$2 steps=${3:-40}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-plans=("fp32" "fp16" "{name: topkc, topkc: {bits: 2}}" "{name: thc, collective: ps, thc: {bits: 4}}"
+plans=("{name: fp32}" "{name: fp16}" "{name: topkc, topkc: {bits: 2}}" "{name: thc, collective: ps, thc: {bits: 4}}"
        "{name: powersgd, powersgd: {rank: 4}}" "{name: topk, collective: allgather, topk: {ratio: 0.01}}")
 fail=0
 for i in "${!plans[@]}"; do

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace gradzip::trainer {
 
@@ -50,6 +51,19 @@ int exitCodeOf(int status) {
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
 }
+
+// gradzip's exit code for a communication failure (trainer/main.cpp). A rank
+// usually fails that way because a peer failed first (its cause: a bad
+// checkpoint, a config error), and the peer may exit a moment later.
+constexpr int kCommFailureExit = 3;
+// How long a communication failure waits for another rank's own failure
+// before it is reported as the cause.
+constexpr auto kSettle = std::chrono::seconds(2);
+
+struct Failure {
+  int rank;
+  int status;
+};
 
 }  // namespace
 
@@ -110,6 +124,20 @@ LaunchResult launch(const LaunchOptions& o) {
     if (!stopping) deadline = std::chrono::steady_clock::now() + o.grace;
     stopping = true;
   };
+  // The first communication failure, held for kSettle while another rank's
+  // own failure may still arrive: that one is the cause to report.
+  std::optional<Failure> pending;
+  auto pendingUntil = std::chrono::steady_clock::time_point::max();
+  auto fail = [&](Failure f) {
+    result = exitCodeOf(f.status);
+    const bool followed = pending && pending->rank != f.rank;
+    spdlog::error("launch: rank {} failed with {}{}; stopping the other ranks", f.rank, describeStatus(f.status),
+                  followed ? fmt::format(" (rank {}'s {}, a communication failure, followed from it)",
+                                         pending->rank, describeStatus(pending->status))
+                           : "");
+    pending.reset();
+    stopAll(SIGTERM);
+  };
 
   while (running > 0) {
     timespec ts{0, 200 * 1000 * 1000};
@@ -119,6 +147,7 @@ LaunchResult launch(const LaunchOptions& o) {
       spdlog::warn("launch: received {}; stopping all ranks", strsignal(sig));
       interruptedBy = sig;
       if (result == 0) result = 128 + sig;
+      pending.reset();
       stopAll(sig == SIGINT ? SIGINT : SIGTERM);
     }
     // Reap every child that has exited (SIGCHLD may coalesce).
@@ -133,14 +162,17 @@ LaunchResult launch(const LaunchOptions& o) {
       pids[rank] = -1;
       --running;
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && result == 0) {
-        result = exitCodeOf(status);
-        spdlog::error("launch: rank {} failed with {}; stopping the other ranks", rank, describeStatus(status));
-        stopAll(SIGTERM);
+      const bool commFailure = WIFEXITED(status) && WEXITSTATUS(status) == kCommFailureExit;
+      if (!ok && result == 0 && commFailure && !pending) {
+        pending = Failure{rank, status};
+        pendingUntil = std::chrono::steady_clock::now() + kSettle;
+      } else if (!ok && result == 0 && !commFailure) {
+        fail(Failure{rank, status});
       } else if (!ok) {
         spdlog::debug("launch: rank {} ended with {}", rank, describeStatus(status));
       }
     }
+    if (pending && (running == 0 || std::chrono::steady_clock::now() > pendingUntil)) fail(*pending);
     if (stopping && running > 0 && std::chrono::steady_clock::now() > deadline) {
       spdlog::warn("launch: {} rank(s) still running after the grace period; killing them", running);
       stopAll(SIGKILL);

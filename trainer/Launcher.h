@@ -2,6 +2,9 @@
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), forwards
 // Ctrl-C/SIGTERM to them, and when any rank fails stops the others (SIGTERM,
 // then SIGKILL after a grace period) and reports the failing rank's status.
+// A rank that fails with a communication error (exit code 3) is usually
+// reacting to another rank's failure, so the launcher waits a moment for a
+// rank with another exit status and reports that one as the cause.
 // Children die with the launcher (PR_SET_PDEATHSIG), so none is left behind.
 #pragma once
 

@@ -3,6 +3,7 @@
 #include "trainer/Commands.h"
 
 #include "comm/Rendezvous.h"
+#include "trainer/RunDirectory.h"
 #include "trainer/Trainer.h"
 #include "util/Error.h"
 
@@ -23,6 +24,8 @@ int trainCommand(const TrainArgs& args) {
   ro.fingerprint = cfg.fingerprint();
   auto comm = comm::connect(ro);
   comm->setSendDelay(std::chrono::microseconds(cfg.comm.latencyUs));
+  prepareRunDirectory(cfg, *comm,
+                      args.resume ? RunStart::Resume : args.overwrite ? RunStart::Overwrite : RunStart::Fresh);
   Trainer trainer(cfg, *comm);
   auto result = trainer.run(args.resume);
   std::string m;

@@ -35,6 +35,8 @@ TrainOptions trainFromYaml(YamlReader r) {
   o.targets = r.getDoubleList("targets", o.targets);
   o.checkpointEvery = r.getInt("checkpoint_every", o.checkpointEvery, 0);
   o.nanPolicy = r.getEnum("nan_policy", o.nanPolicy, {"stop", "skip"});
+  o.nanSkipMaxRun = r.getInt("nan_skip_max_run", o.nanSkipMaxRun, 0);
+  o.nanSkipMaxShare = r.getDouble("nan_skip_max_share", o.nanSkipMaxShare, 0.0, 1.0);
   o.checksumEvery = r.getInt("checksum_every", o.checksumEvery, 0);
   o.lossSpikeFactor = r.getDouble("loss_spike_factor", o.lossSpikeFactor, 0.0);
   if (o.lossSpikeFactor > 0 && o.lossSpikeFactor <= 1) r.fail("loss_spike_factor", "must be 0 (off) or above 1");
@@ -66,7 +68,7 @@ void compressFromYaml(YamlReader& root, TrainConfig& c) {
     c.plan = c.controller->initial;
     return;
   }
-  YamlReader r(node, root.file(), "compress");
+  YamlReader r = root.view(node, "compress");
   if (node.IsMap() && node["name"] && node["name"].IsScalar() && node["name"].as<std::string>() == "auto") {
     r.getString("name", "auto");
     c.controller = ControllerOptions::fromYaml(r, c.optim.name);
@@ -109,14 +111,23 @@ void applyOverride(YAML::Node& root, const std::string& assignment) {
 
 TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
   auto root = YamlReader::loadFile(path);
+  if (root.keys().empty() && overrides.empty())
+    throw ConfigError(fmt::format("{}: the config file is empty (or only comments); a run needs at least "
+                                  "model.name (see configs/ for examples)",
+                                  path));
   if (!overrides.empty()) {
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
     YAML::Node node = YAML::Load(text.str());
     if (!node || node.IsNull()) node = YAML::Node(YAML::NodeType::Map);
-    for (const auto& o : overrides) applyOverride(node, o);
+    std::map<std::string, std::string> origins;
+    for (const auto& o : overrides) {
+      applyOverride(node, o);
+      origins[o.substr(0, o.find('='))] = o;  // a later --set of the same key wins, as in the node
+    }
     root = YamlReader(node, path, "");
+    root.setOverrides(std::move(origins));
   }
   auto cfg = fromYaml(root);
   cfg.source = path;
@@ -185,6 +196,8 @@ YAML::Node TrainConfig::toYaml() const {
   t["targets"] = train.targets;
   t["checkpoint_every"] = train.checkpointEvery;
   t["nan_policy"] = train.nanPolicy;
+  t["nan_skip_max_run"] = train.nanSkipMaxRun;
+  t["nan_skip_max_share"] = train.nanSkipMaxShare;
   t["checksum_every"] = train.checksumEvery;
   t["loss_spike_factor"] = train.lossSpikeFactor;
   auto cm = n["comm"];

@@ -31,7 +31,7 @@ struct RunOptions {
 
 struct TrainOptions {
   double epochs = 1;           // fractional epochs allowed
-  int64_t maxSteps = 0;        // > 0 caps the run
+  int64_t maxSteps = 0;        // > 0 caps the run; 0 = no cap (epochs alone)
   int64_t evalEvery = 0;       // steps between evaluations; 0 = once per epoch
   int64_t evalBatches = 0;     // > 0 evaluates on that many batches per rank only
   double clipGradNorm = 0;     // > 0 clips the global gradient norm
@@ -39,6 +39,11 @@ struct TrainOptions {
   std::vector<double> targets;  // metric targets reported in the TTA summary
   int64_t checkpointEvery = 0;  // steps; 0 = at every evaluation
   std::string nanPolicy = "stop";  // stop | skip: what a NaN/Inf gradient does on all ranks
+  // Bounds of nan_policy: skip; past either the run stops with an error: more
+  // than nanSkipMaxRun skipped steps in a row, or more than nanSkipMaxRun in
+  // all that are above nanSkipMaxShare of the steps so far.
+  int64_t nanSkipMaxRun = 10;
+  double nanSkipMaxShare = 0.1;
   int64_t checksumEvery = 200;     // steps between cross-rank parameter checksums; 0 = off
   // A step whose loss exceeds this multiple of the running mean loss is logged
   // as a spike (warning + count in the TTA row); 0 = off.

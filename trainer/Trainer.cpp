@@ -31,6 +31,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 namespace gradzip::trainer {
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -131,6 +133,12 @@ struct Trainer::Impl final : ControlledLoop {
             &acc.optimizer, &acc.step, &lossSum, &lossEma, &errorSq, &inputSq};
   }
   std::vector<int64_t*> counterFields() { return {&accSteps, &lossSpikes, &saturated, &lossEmaSteps}; }
+  // train.nan_policy: skip's accounting since the last TTA row (skipped steps,
+  // non-finite and finite losses) and the current run of skipped steps. Kept
+  // apart from counterFields so that checkpoints written before these
+  // existed still load (they read as zeros).
+  int64_t accSkipped = 0, accNonFinite = 0, accFiniteLosses = 0, skippedInRow = 0;
+  std::vector<int64_t*> skipFields() { return {&accSkipped, &accNonFinite, &accFiniteLosses, &skippedInRow}; }
 
   // Warns about and counts a step whose loss jumps above lossSpikeFactor times
   // the running mean (an exponential moving average over ~20 steps, after 20
@@ -225,7 +233,7 @@ struct Trainer::Impl final : ControlledLoop {
                      cfg.plan.key());
       }
     }
-    progress = std::make_unique<Progress>(comm.rank() == 0, totalSteps);
+    progress = std::make_unique<Progress>(comm.rank() == 0, totalSteps, perEpoch, isatty(STDERR_FILENO) != 0);
     if (comm.rank() == 0) progressFile = ProgressFileWriter::fromEnv();
   }
 
@@ -259,6 +267,9 @@ struct Trainer::Impl final : ControlledLoop {
       std::vector<int64_t> counters;
       for (int64_t* f : counterFields()) counters.push_back(*f);
       ar.write("state/counters", torch::tensor(counters, torch::kLong), true);
+      std::vector<int64_t> skips;
+      for (int64_t* f : skipFields()) skips.push_back(*f);
+      ar.write("state/skip_counters", torch::tensor(skips, torch::kLong), true);
       ar.write("rng/torch_cpu", at::detail::getDefaultCPUGenerator().get_state(), true);
     }
   }
@@ -316,6 +327,7 @@ struct Trainer::Impl final : ControlledLoop {
                                     double(evalsWithoutImprovement), double(skippedSteps)};
     for (double* f : accumulatorFields()) progress.push_back(*f);
     for (int64_t* f : counterFields()) progress.push_back(double(*f));
+    for (int64_t* f : skipFields()) progress.push_back(double(*f));
     out.emplace_back("progress/fields", torch::tensor(progress, torch::kDouble));
     const auto st = train->state();
     out.emplace_back("data/epoch", torch::tensor(st.epoch, torch::kLong));
@@ -330,12 +342,30 @@ struct Trainer::Impl final : ControlledLoop {
   // all resume from the newest step that every rank holds. Returns this rank's
   // file for that step, or "" when no rank has a checkpoint.
   std::string agreeOnCheckpoint() {
-    const auto mine = validCheckpoints(rankDir());  // newest first
-    auto steps = torch::full({2}, -1.0, torch::kDouble);  // validCheckpoints returns at most two
+    // A rank whose checkpoints are all invalid says so in the exchange (-2)
+    // instead of throwing before it: its peers would otherwise fail waiting
+    // for it and be reported in its place.
+    std::vector<CheckpointFile> mine;
+    std::string invalid;
+    try {
+      mine = validCheckpoints(rankDir());  // newest first
+    } catch (const UserError& e) {
+      invalid = e.what();
+    }
+    auto steps = torch::full({2}, invalid.empty() ? -1.0 : -2.0, torch::kDouble);  // at most two valid ones
     for (size_t i = 0; i < mine.size(); ++i) steps[i] = double(mine[i].step);
     std::vector<at::Tensor> all;
     for (int r = 0; r < comm.size(); ++r) all.push_back(torch::empty({2}, torch::kDouble));
     comm.allGather(all, steps).wait();
+    for (int r = 0; r < comm.size(); ++r) {
+      if (all[r][0].item<double>() != -2.0) continue;
+      GZ_CHECK(invalid.empty(), "cannot resume: rank {}: {}; without it the ranks share no checkpoint: rerun "
+               "with --overwrite to start afresh", comm.rank(), invalid);
+      // Rank r's failure, seen here: a CommError (exit code 3), which
+      // `gradzip launch` reports as following from rank r's own.
+      throw CommError(fmt::format("rank {}: cannot resume: rank {} has no valid checkpoint in {}/rank{}/ (all are "
+                                  "truncated or corrupt; see its error)", comm.rank(), r, cfg.runDir(), r));
+    }
     auto describe = [&](int r) {
       const double a = all[r][0].item<double>(), b = all[r][1].item<double>();
       return a < 0 ? std::string("none") : b < 0 ? fmt::format("step {}", a) : fmt::format("steps {} and {}", a, b);
@@ -422,6 +452,14 @@ struct Trainer::Impl final : ControlledLoop {
                rankDir());
       for (size_t i = 0; i < af.size(); ++i) *af[i] = accs[i].item<double>();
       for (size_t i = 0; i < cf.size(); ++i) *cf[i] = counters[i].item<int64_t>();
+      torch::Tensor skips;
+      auto sf = skipFields();
+      if (ar.try_read("state/skip_counters", skips, true) && skips.numel() == int64_t(sf.size())) {
+        for (size_t i = 0; i < sf.size(); ++i) *sf[i] = skips[i].item<int64_t>();
+      } else {
+        for (int64_t* f : sf) *f = 0;
+        accFiniteLosses = accSteps;  // an older checkpoint: its loss sum counted every step
+      }
       torch::Tensor rng;
       ar.read("rng/torch_cpu", rng, true);
       auto gen = at::detail::getDefaultCPUGenerator();
@@ -482,7 +520,11 @@ struct Trainer::Impl final : ControlledLoop {
     row.step = step;
     row.epoch = double(step) / double(train->stepsPerEpoch());
     row.samples = samples;
-    row.loss = accSteps ? lossSum / accSteps : 0;
+    // The mean of the finite losses; NaN when every step's loss was
+    // non-finite, so a dead model never shows as a loss of 0.
+    row.loss = accFiniteLosses ? lossSum / double(accFiniteLosses) : accSteps ? NAN : 0;
+    row.skippedSteps = accSkipped;
+    row.nonFiniteLosses = accNonFinite;
     row.metrics = metrics;
     row.lr = schedule->at(std::max<int64_t>(0, step - 1));
     row.plan = planSummary();
@@ -502,6 +544,7 @@ struct Trainer::Impl final : ControlledLoop {
     acc = {};
     lossSum = 0;
     accSteps = 0;
+    accSkipped = accNonFinite = accFiniteLosses = 0;
     errorSq = inputSq = 0;
     lossSpikes = 0;
 
@@ -559,7 +602,9 @@ struct Trainer::Impl final : ControlledLoop {
       spdlog::warn("{}; skipping this step (train.nan_policy: skip)", e.what());
       skip = true;
       ++skippedSteps;
+      ++accSkipped;
     }
+    skippedInRow = skip ? skippedInRow + 1 : 0;
     const auto tOpt = Clock::now();
     if (!skip) {
       if (cfg.train.clipGradNorm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.train.clipGradNorm);
@@ -583,8 +628,14 @@ struct Trainer::Impl final : ControlledLoop {
     acc.exposed += bd.exposed;
     acc.optimizer += optTime;
     acc.step += stepTime;
-    lossSum += std::isfinite(lossValue) ? lossValue : 0;
+    if (std::isfinite(lossValue)) {
+      lossSum += lossValue;
+      ++accFiniteLosses;
+    } else {
+      ++accNonFinite;
+    }
     ++accSteps;
+    if (skip) checkSkipBound(lossValue);
     if (measure && !skip)
       for (int k = 0; k < sync->numBuckets(); ++k) {
         errorSq += sync->lastStats(k).errorSq;
@@ -594,6 +645,25 @@ struct Trainer::Impl final : ControlledLoop {
     done.loss = lossValue;
     done.measure = {stepTime, compute, bd.exposed, bd.encode, bd.communicate, bd.decode};
     return done;
+  }
+
+  // train.nan_policy: skip drops a step with a non-finite gradient, which
+  // helps past a rare overflow but not a diverged model (every later step is
+  // skipped too). Stops the run when the skipped steps exceed either bound
+  // (the ranks count the same steps, so all stop at the same one).
+  void checkSkipBound(double loss) {
+    const auto& t = cfg.train;
+    const std::string advice = "the model has diverged; lower optim.lr or set train.clip_grad_norm, and rerun "
+                               "(--overwrite) or resume from a checkpoint before the divergence";
+    if (skippedInRow > t.nanSkipMaxRun)
+      throw UserError(fmt::format("step {}: {} steps in a row had non-finite gradients (last loss {}), more than "
+                                  "train.nan_skip_max_run = {} allows under train.nan_policy: skip; {}",
+                                  step, skippedInRow, loss, t.nanSkipMaxRun, advice));
+    if (skippedSteps > t.nanSkipMaxRun && double(skippedSteps) > t.nanSkipMaxShare * double(step))
+      throw UserError(fmt::format("step {}: {} of {} steps were skipped for non-finite gradients ({:.0f}%), more "
+                                  "than train.nan_skip_max_share = {} allows under train.nan_policy: skip; {}",
+                                  step, skippedSteps, step, 100.0 * double(skippedSteps) / double(step),
+                                  t.nanSkipMaxShare, advice));
   }
 
   StepMeasure exploreStep() override {
@@ -640,7 +710,7 @@ struct Trainer::Impl final : ControlledLoop {
     while (step < totalSteps && !stop) {
       const auto done = trainStep(false);
       if (!done) continue;  // an epoch ended
-      progress->step(step, done->loss, double(done->samples) / done->measure.step);
+      progress->step(step, done->loss, double(done->samples) / done->measure.step, skippedSteps);
       updateProgressFile();
       if (controller) {
         const int64_t before = step;

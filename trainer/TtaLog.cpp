@@ -57,13 +57,15 @@ void TtaLog::write(const TtaRow& r) {
                       {"step", r.step},
                       {"epoch", r.epoch},
                       {"samples", r.samples},
-                      {"loss", r.loss},
+                      {"loss", std::isfinite(r.loss) ? nlohmann::json(r.loss) : nlohmann::json(nullptr)},
                       {"metrics", r.metrics},
                       {"lr", r.lr},
                       {"plan", r.plan},
                       {"bytes", r.bytes},
                       {"saturated", r.saturated},
                       {"loss_spikes", r.lossSpikes},
+                      {"skipped_steps", r.skippedSteps},
+                      {"nonfinite_losses", r.nonFiniteLosses},
                       {"residual_norm", r.residualNorm},
                       {"vnmse", std::isfinite(r.vnmse) ? nlohmann::json(r.vnmse) : nlohmann::json(nullptr)},
                       {"breakdown",
@@ -80,7 +82,7 @@ void TtaLog::write(const TtaRow& r) {
   if (!headerWritten_) {
     csv_ << "train_seconds,step,epoch,samples,loss";
     for (auto* m : kMetricColumns) csv_ << ',' << m;
-    csv_ << ",lr,plan,bytes,saturated,loss_spikes,residual_norm,vnmse,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time\n";
+    csv_ << ",lr,plan,bytes,saturated,loss_spikes,residual_norm,vnmse,data_wait,compute,encode,communicate,decode,exposed,optimizer,step_time,skipped_steps,nonfinite_losses\n";
     headerWritten_ = true;
   }
   csv_ << r.trainSeconds << ',' << r.step << ',' << r.epoch << ',' << r.samples << ',' << r.loss;
@@ -93,7 +95,7 @@ void TtaLog::write(const TtaRow& r) {
   if (std::isfinite(r.vnmse)) csv_ << r.vnmse;
   csv_ << ',' << b.dataWait << ','
        << b.compute << ',' << b.encode << ',' << b.communicate << ',' << b.decode << ',' << b.exposed << ','
-       << b.optimizer << ',' << b.step << '\n';
+       << b.optimizer << ',' << b.step << ',' << r.skippedSteps << ',' << r.nonFiniteLosses << '\n';
   csv_.flush();
 }
 

@@ -22,13 +22,17 @@ struct TtaRow {
   int64_t step = 0;
   double epoch = 0;
   int64_t samples = 0;  // global samples seen
-  double loss = 0;      // mean training loss since the previous row
+  // Mean of the finite training losses since the previous row; NaN when
+  // every one was non-finite (written as null in JSON, nan in CSV).
+  double loss = 0;
   std::map<std::string, double> metrics;  // evaluation metrics (accuracy, top5, mlm_loss, ...)
   double lr = 0;
   std::string plan;
   int64_t bytes = 0;  // cumulative payload bytes this rank sent
   int64_t saturated = 0;   // thc all-reduce: clipped coordinates so far (cumulative, like bytes)
   int64_t lossSpikes = 0;     // steps since the previous row whose loss was a spike (train.loss_spike_factor)
+  int64_t skippedSteps = 0;     // steps since the previous row skipped for a non-finite gradient (nan_policy: skip)
+  int64_t nonFiniteLosses = 0;  // steps since the previous row whose loss was NaN or Inf
   double residualNorm = 0;  // error feedback: ||e||₂ over all buckets at the row (0 without EF)
   // ||x_e − x_c||² / ||x_e||² of compression on rank 0, summed over the
   // sampled steps since the previous row (NaN: not measured).

@@ -1,6 +1,7 @@
 // The gradzip command line: train, launch, bench, version. This file sits on
-// top of every module and nothing includes it. User errors print one clear line
-// and exit 2; communication failures exit 3; bugs exit 70.
+// top of every module and nothing includes it. User errors (and paths that
+// cannot be used) print one clear line and exit 2; communication failures exit
+// 3; bugs exit 70; command-line errors keep CLI11's codes (105-109).
 #include "comm/NcclBackend.h"
 #include "comm/ProcessGroupCommunicator.h"
 #include "experiments/Benchmarks.h"
@@ -14,6 +15,7 @@
 #include "util/Log.h"
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Logging.h>
 
 #include <filesystem>
 #include <iostream>
@@ -29,6 +31,49 @@ bool looksLikeConfig(const std::string& s) {
 
 std::string selfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
+// Levenshtein distance, for "did you mean" on a mistyped subcommand.
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// CLI11 reports a mistyped subcommand as a missing one ("A subcommand is
+// required"), since extras are allowed for `launch -- ...`. When a command that
+// requires a subcommand got none but a leftover word, name that word, the
+// valid subcommands and the closest one. Empty when that is not the case.
+std::string unknownSubcommand(CLI::App& app) {
+  CLI::App* at = &app;
+  for (;;) {
+    auto parsed = at->get_subcommands();
+    if (parsed.empty()) break;
+    at = parsed.front();
+  }
+  auto left = at->remaining();
+  if (left.empty()) left = app.remaining();
+  if (left.empty() || at->get_subcommands({}).empty() || left.front().rfind("-", 0) == 0) return "";
+  std::vector<std::string> names;
+  std::string closest;
+  size_t best = 3;  // suggest only within two edits
+  for (const auto* sub : at->get_subcommands({})) {
+    names.push_back(sub->get_name());
+    const size_t d = editDistance(left.front(), sub->get_name());
+    if (d < best) best = d, closest = sub->get_name();
+  }
+  const std::string command = at == &app ? "gradzip" : "gradzip " + at->get_name();
+  return fmt::format("{}: unknown subcommand '{}' (valid: {}){}", command, left.front(), fmt::join(names, ", "),
+                     closest.empty() ? "" : fmt::format("; did you mean '{}'?", closest));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -37,14 +82,21 @@ int main(int argc, char** argv) {
   CLI::App app{"gradzip: compressed data-parallel training (LibTorch + c10d)", "gradzip"};
   app.require_subcommand(1);
   std::string logLevel = "info";
-  app.add_option("--log-level", logLevel, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-level", logLevel,
+                 "trace, debug, info, warn, error, critical or off (ranks above 0 log info at warn; "
+                 "GRADZIP_LOG_LEVEL overrides it)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(logLevels()));
 
   auto* version = app.add_subcommand("version", "Print gradzip and LibTorch versions");
 
   auto* train = app.add_subcommand("train", "Train from a YAML config (one rank; use launch or torchrun for more)");
   trainer::TrainArgs trainArgs;
   train->add_option("config", trainArgs.config, "YAML config file")->required()->check(CLI::ExistingFile);
-  train->add_flag("--resume", trainArgs.resume, "Continue from the run directory's last checkpoint");
+  auto* resumeFlag = train->add_flag("--resume", trainArgs.resume, "Continue from the run directory's last checkpoint");
+  train->add_flag("--overwrite", trainArgs.overwrite,
+                  "Delete the results of an earlier run under the same run directory (out_dir/name) and start afresh")
+      ->excludes(resumeFlag);
   train->add_option("--set", trainArgs.overrides, "Override a config value, e.g. --set train.epochs=2");
 
   auto* launchCmd = app.add_subcommand("launch", "Start N local ranks (torchrun environment) of CONFIG or COMMAND");
@@ -63,8 +115,10 @@ int main(int argc, char** argv) {
   // After `--`, CLI11 hands the arguments to the parent app: accept them there
   // and reject them below for every subcommand but launch.
   app.allow_extras();
-  launchCmd->footer("Target: CONFIG.yaml [--resume] [--set k=v ...]  (runs `gradzip train` on every rank)\n"
-                    "        COMMAND [ARGS...]                     (any program; `--` before it is optional)");
+  launchCmd->footer("Target: CONFIG.yaml [--resume | --overwrite] [--set k=v ...]  (runs `gradzip train` on every "
+                    "rank)\n"
+                    "        COMMAND [ARGS...]                                   (any program; `--` before it is "
+                    "optional)");
 
   auto* compare = app.add_subcommand("compare", "Run a comparison suite (arms x same setup) and print the TTA table");
   experiments::CompareArgs cmpArgs;
@@ -136,7 +190,22 @@ int main(int argc, char** argv) {
   benchTrain->add_option("--threads", btArgs.threads, "Intra-op threads")->capture_default_str();
   benchTrain->add_option("--out", btArgs.out, "Append results (JSON lines) to this file");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      if (const auto msg = unknownSubcommand(app); !msg.empty()) {
+        std::cerr << msg << "\nRun with --help for more information.\n";
+        return static_cast<int>(CLI::ExitCodes::ExtrasError);
+      }
+    }
+    return app.exit(e);
+  }
+  // c10d logs each failed connection attempt with a C++ backtrace before the
+  // rendezvous gives up; the CommError that follows names the cause in one
+  // line. Keep c10's own log to fatal messages unless the user asks for
+  // debug output or sets TORCH_CPP_LOG_LEVEL.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL") && logLevel != "debug" && logLevel != "trace") FLAGS_caffe2_log_level = 3;
   if (!launchCmd->parsed() && !app.remaining().empty()) {
     std::cerr << "The following arguments were not expected: " << fmt::format("{}", fmt::join(app.remaining(), " "))
               << "\nRun with --help for more information.\n";
@@ -194,6 +263,11 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 3;
   } catch (const UserError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave cannot be used (permissions, a full disk): theirs
+    // to fix, not a bug; the message names the path and the reason.
     spdlog::error("{}", e.what());
     return 2;
   } catch (const std::exception& e) {

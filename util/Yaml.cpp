@@ -1,5 +1,5 @@
 // Implements util/Yaml.h: strict typed access to a yaml-cpp mapping with
-// file:line:key errors and detection of unknown keys.
+// file:line:key errors and detection of unknown and duplicate keys.
 #include "util/Yaml.h"
 
 #include <algorithm>
@@ -61,7 +61,29 @@ YamlReader YamlReader::loadString(const std::string& text, const std::string& or
   if (!root.IsNull() && !root.IsMap())
     throw ConfigError(fmt::format("{}:{}: expected a mapping of keys at the top level", origin,
                                   root.Mark().line + 1));
+  rejectDuplicateKeys(root, origin);
   return YamlReader(root, origin, "");
+}
+
+void rejectDuplicateKeys(const YAML::Node& node, const std::string& origin, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) rejectDuplicateKeys(node[i], origin, fmt::format("{}[{}]", path, i));
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, int> firstLine;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    const std::string keyPath = path.empty() ? key : path + "." + key;
+    const int line = it->first.Mark().line + 1;
+    if (!key.empty()) {
+      auto [at, fresh] = firstLine.emplace(key, line);
+      if (!fresh)
+        throw ConfigError(fmt::format("{}:{}: {}: duplicate key (first given on line {}); keep one of them", origin,
+                                      line, keyPath, at->second));
+    }
+    rejectDuplicateKeys(it->second, origin, keyPath);
+  }
 }
 
 YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
@@ -81,6 +103,30 @@ std::string YamlReader::keyPath(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
 
+void YamlReader::setOverrides(std::map<std::string, std::string> overrides) {
+  overrides_ = std::make_shared<const std::map<std::string, std::string>>(std::move(overrides));
+}
+
+YamlReader YamlReader::view(YAML::Node node, const std::string& path) const {
+  YamlReader r(std::move(node), file_, path);
+  r.overrides_ = overrides_;
+  return r;
+}
+
+std::string YamlReader::located(const std::string& path, int ln, const std::string& message) const {
+  if (overrides_) {
+    for (const auto& [set, assignment] : *overrides_) {
+      const bool at = path == set;
+      const bool below = path.rfind(set, 0) == 0 && path.size() > set.size() &&
+                         (path[set.size()] == '.' || path[set.size()] == '[');
+      // A mapping with no place in the file was created by that assignment.
+      const bool created = ln <= 0 && set.rfind(path + ".", 0) == 0;
+      if (at || below || created) return fmt::format("--set {}: {}: {}", assignment, path, message);
+    }
+  }
+  return ln > 0 ? fmt::format("{}:{}: {}: {}", file_, ln, path, message) : fmt::format("{}: {}: {}", file_, path, message);
+}
+
 void YamlReader::fail(const std::string& key, const std::string& message) const {
   int ln = line();
   if (!key.empty() && node_.IsMap()) {
@@ -91,8 +137,7 @@ void YamlReader::fail(const std::string& key, const std::string& message) const 
       }
     }
   }
-  throw ConfigError(ln > 0 ? fmt::format("{}:{}: {}: {}", file_, ln, keyPath(key), message)
-                           : fmt::format("{}: {}: {}", file_, keyPath(key), message));
+  throw ConfigError(located(keyPath(key), ln, message));
 }
 
 std::string YamlReader::describe(const YAML::Node& n) const {
@@ -237,7 +282,9 @@ YamlReader YamlReader::child(const std::string& key) {
   auto n = lookup(key);
   if (n.IsDefined() && !n.IsNull() && !n.IsMap())
     fail(key, fmt::format("expected a mapping, got {}", describe(n)));
-  return YamlReader(n.IsDefined() ? n : YAML::Node(YAML::NodeType::Null), file_, keyPath(key));
+  YamlReader c(n.IsDefined() ? n : YAML::Node(YAML::NodeType::Null), file_, keyPath(key));
+  c.overrides_ = overrides_;
+  return c;
 }
 
 std::vector<YamlReader> YamlReader::childList(const std::string& key) {
@@ -248,6 +295,7 @@ std::vector<YamlReader> YamlReader::childList(const std::string& key) {
   for (size_t i = 0; i < n.size(); ++i) {
     if (!n[i].IsMap()) fail(key, fmt::format("element {}: expected a mapping, got {}", i, describe(n[i])));
     out.emplace_back(n[i], file_, fmt::format("{}[{}]", keyPath(key), i));
+    out.back().overrides_ = overrides_;
   }
   return out;
 }
@@ -258,9 +306,8 @@ void YamlReader::finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string k = it->first.Scalar();
     if (!used_->count(k)) {
-      const std::string path = keyPath(k);
-      throw ConfigError(fmt::format("{}:{}: {}: unknown key (known here: {})", file_,
-                                    it->first.Mark().line + 1, path, joinChoices(known)));
+      throw ConfigError(located(keyPath(k), it->first.Mark().line + 1,
+                                fmt::format("unknown key (known here: {})", joinChoices(known))));
     }
   }
 }

@@ -1,7 +1,10 @@
 // Strict, typed reading of YAML configuration (yaml-cpp). A YamlReader is a view
 // of one mapping: every key it hands out is marked as used, and finish() rejects
 // any key left over. Every error names file, line and the dotted key path, e.g.
-//   configs/x.yaml:12: compress.thc.bits: expected integer in [1, 8], got "four"
+//   configs/x.yaml:12: compress.thc.bits: expected integer in [1, 16], got "four"
+// A key given twice in one mapping is an error (yaml-cpp would keep the first
+// silently). Values set on the command line (`--set a.b=v`) are named by that
+// argument instead of a file line: see setOverrides.
 // Components parse their own `XOptions::fromYaml(YamlReader&)` with it and write
 // the effective values back with `toYaml(YAML::Node&)` (STYLE.md §5).
 #pragma once
@@ -21,7 +24,8 @@ namespace gradzip {
 
 class YamlReader {
  public:
-  // Parses a file; malformed YAML becomes a ConfigError naming file and line.
+  // Parses a file; malformed YAML and duplicate keys become a ConfigError
+  // naming file and line.
   static YamlReader loadFile(const std::string& path);
   // Parses text (tests, embedded defaults); `origin` plays the file name.
   static YamlReader loadString(const std::string& text, const std::string& origin = "<string>");
@@ -56,6 +60,16 @@ class YamlReader {
   // Throws ConfigError if any key of this mapping was never read (typos).
   void finish() const;
 
+  // Dotted key paths whose values came from command-line assignments, with
+  // the assignment as the user typed it ("train.epochs" -> "train.epochs=x").
+  // Errors at such a path, below it, or at a mapping --set created, name
+  // "--set <assignment>" instead of a file line. Shared with every child
+  // reader made after the call.
+  void setOverrides(std::map<std::string, std::string> overrides);
+  // A reader of `node` (a mapping or null) at dotted `path`, with this
+  // reader's file and overrides.
+  YamlReader view(YAML::Node node, const std::string& path) const;
+
   // "file:line: path.key: message", pointing at `key` if present, else at this mapping.
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 
@@ -67,11 +81,19 @@ class YamlReader {
   YAML::Node lookup(const std::string& key);
   std::string keyPath(const std::string& key) const;
   std::string describe(const YAML::Node& n) const;
+  // "file:line: path: message", or "--set a=b: path: message" for a path that
+  // a command-line assignment set.
+  std::string located(const std::string& path, int line, const std::string& message) const;
 
   YAML::Node node_;
   std::string file_;
   std::string path_;
   std::shared_ptr<std::set<std::string>> used_;
+  std::shared_ptr<const std::map<std::string, std::string>> overrides_;
 };
+
+// Throws ConfigError naming `origin`, the line of the repeat and of the first
+// occurrence for any key that appears twice in one mapping of `node`.
+void rejectDuplicateKeys(const YAML::Node& node, const std::string& origin, const std::string& path = "");
 
 }  // namespace gradzip

@@ -1,6 +1,7 @@
 // Tests of comm/Rendezvous: environment parsing (torchrun and SLURM) and the
-// clear, bounded-time errors for a port in use, an unreachable master, a
-// world-size mismatch and a config-fingerprint mismatch.
+// clear, bounded-time errors for a port in use, an unreachable master,
+// another program on the master port, a world-size mismatch and a
+// config-fingerprint mismatch.
 #include "comm/Rendezvous.h"
 #include "util/Error.h"
 
@@ -14,6 +15,7 @@
 
 #include <cstdlib>
 #include <future>
+#include <thread>
 
 using namespace gradzip;
 using namespace std::chrono_literals;
@@ -154,6 +156,48 @@ TEST(Rendezvous, UnreachableMasterFailsWithinTimeout) {
   EXPECT_NE(msg.find("rank 1: cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)),
             std::string::npos) << msg;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+}
+
+TEST(Rendezvous, SomethingElseOnMasterPortFailsWithinTimeoutNamingIt) {
+  // A listening socket that is not a TCPStore: the kernel accepts the
+  // connection, nothing ever answers (as a web server on MASTER_PORT would
+  // not answer the store's binary handshake). c10d's client waits for the
+  // answer without a timeout; connect must not.
+  BusyPort other;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto msg = commErrorOf(opts(1, 2, other.port, 2000ms));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_NE(msg.find("rank 1: 127.0.0.1:" + std::to_string(other.port) + " accepted the connection but did not "
+                     "answer as a rendezvous store within 2 s"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("another program"), std::string::npos) << msg;
+  EXPECT_GE(took, 1900ms);
+  EXPECT_LT(took, 6s);
+}
+
+TEST(Rendezvous, SomethingElseAnsweringOnMasterPortIsNamed) {
+  // The same program, answering the store's handshake with bytes of its own
+  // (a web server's reply to a malformed request) and closing.
+  BusyPort other;
+  std::thread server([fd = other.fd] {
+    for (;;) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) return;  // shutdown() below
+      char buf[64];
+      if (recv(c, buf, sizeof(buf), 0) > 0) {
+        const char reply[] = "HTTP/1.0 400 Bad request\r\n\r\n";
+        (void)!send(c, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
+      }
+      close(c);
+    }
+  });
+  const auto msg = commErrorOf(opts(1, 2, other.port, 2000ms));
+  shutdown(other.fd, SHUT_RDWR);
+  server.join();
+  EXPECT_NE(msg.find("rank 1: 127.0.0.1:" + std::to_string(other.port) + " accepted the connection but did not "
+                     "answer as a rendezvous store"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("another program"), std::string::npos) << msg;
 }
 
 TEST(Rendezvous, WorldSizeMismatchIsNamed) {

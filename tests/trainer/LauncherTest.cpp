@@ -257,6 +257,7 @@ TEST_F(LaunchTest, TorchrunLaunchesGradzipTrainUnchanged) {
   auto o = run(torchrun + " --standalone --no-python --nproc-per-node 2 " + binary() + " train " + cfg, 120s);
   EXPECT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("[rank 0/2] [info] done: 6 steps"), std::string::npos) << o.text;
-  EXPECT_NE(o.text.find("[rank 1/2] [info] done: 6 steps"), std::string::npos) << o.text;
+  // Rank 1 logs warnings and errors only: its info lines would repeat rank 0's.
+  EXPECT_EQ(o.text.find("[rank 1/2] [info]"), std::string::npos) << o.text;
   EXPECT_TRUE(fs::exists(dir.path() + "/tiny/tta.jsonl"));
 }

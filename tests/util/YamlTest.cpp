@@ -105,3 +105,37 @@ TEST(YamlReader, MissingFileIsAClearError) {
   EXPECT_EQ(errorOf([] { YamlReader::loadFile("/nonexistent/gradzip.yaml"); }),
             "/nonexistent/gradzip.yaml: cannot open config file");
 }
+
+TEST(YamlReader, DuplicateKeyNamesBothLines) {
+  // yaml-cpp keeps the first of two equal keys; the strict schema refuses.
+  auto msg = errorOf([] {
+    YamlReader::loadString("data:\n  batch_size: 64\n  dataset: fashion_mnist\n  batch_size: 128\n", "dup.yaml");
+  });
+  EXPECT_EQ(msg, "dup.yaml:4: data.batch_size: duplicate key (first given on line 2); keep one of them");
+  // Equal keys in different mappings, and in list elements, are fine; a
+  // repeat inside a list element is not.
+  EXPECT_NO_THROW(YamlReader::loadString("a: {x: 1}\nb: {x: 2}\n", "ok.yaml"));
+  msg = errorOf([] { YamlReader::loadString("arms:\n  - {name: a, name: b}\n", "s.yaml"); });
+  EXPECT_NE(msg.find("s.yaml:2: arms[0].name: duplicate key"), std::string::npos) << msg;
+}
+
+TEST(YamlReader, CommandLineValuesAreNamedByTheirAssignment) {
+  // What TrainConfig::load builds for `--set train.epochs=abc --set model.extra.depth=3`:
+  // the values have no place in the file, so errors name the assignment.
+  auto root = YamlReader::loadString("train:\n  epochs: 1\nmodel:\n  name: mlp\n", "c.yaml");
+  YAML::Node node = YAML::Load("train:\n  epochs: 1\nmodel:\n  name: mlp\n");
+  node["train"]["epochs"] = YAML::Load("abc");
+  node["model"]["extra"] = YAML::Node(YAML::NodeType::Map);
+  node["model"]["extra"]["depth"] = YAML::Load("3");
+  YamlReader r(node, "c.yaml", "");
+  r.setOverrides({{"train.epochs", "train.epochs=abc"}, {"model.extra.depth", "model.extra.depth=3"}});
+  auto train = r.child("train");
+  EXPECT_EQ(errorOf([&] { train.getDouble("epochs", 1, 0, 10); }),
+            "--set train.epochs=abc: train.epochs: expected number in [0, 10], got \"abc\"");
+  auto model = r.child("model");
+  model.getString("name", "");
+  EXPECT_EQ(errorOf([&] { model.finish(); }).rfind("--set model.extra.depth=3: model.extra: unknown key", 0), 0u);
+  // A key the file gives keeps its file line.
+  EXPECT_EQ(errorOf([&] { model.getEnum("name", "", {"resnet20"}); }),
+            "c.yaml:4: model.name: expected one of [resnet20], got \"mlp\"");
+}
