@@ -8,7 +8,7 @@
 #include "experiments/RunReuse.h"
 #include "models/Registry.h"
 #include "trainer/BuildInfo.h"
-#include "trainer/EmulatedLaunch.h"
+#include "launch/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
 #include "util/Error.h"
 #include "util/Hash.h"

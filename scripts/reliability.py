@@ -1,11 +1,11 @@
 """Failure trials for gradzip (issue "Reliability"): repeated, randomised runs
 that kill or freeze a rank mid-training, or kill the launcher and resume, and
 check what a user must be able to rely on. Not part of CI (it takes minutes);
-ctest runs one trial of each kind (tests/trainer/LauncherTest.cpp).
+ctest runs one trial of each kind (tests/launch/LauncherTest.cpp).
 
     .venv/bin/python scripts/reliability.py [--trials 10] [--ranks 2 3] [--timeout 10]
         [--resume-trials 10] [--rendezvous-trials 3] [--overwrite-trials 3]
-        [--gradzip build/trainer/gradzip] [--md experiments/results/reliability.md]
+        [--gradzip build/gradzip] [--md experiments/results/reliability.md]
 
 Trial kinds:
 - launch/SIGKILL: `gradzip launch -n N` trains; after a random delay one random
@@ -393,7 +393,7 @@ def resume_trials(args, tmp_root, plan):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gradzip", default=os.path.join(ROOT, "build", "trainer", "gradzip"))
+    ap.add_argument("--gradzip", default=os.path.join(ROOT, "build", "gradzip"))
     ap.add_argument("--trials", type=int, default=10, help="trials per (kind, world size)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 3])
     ap.add_argument("--timeout", type=int, default=10, help="comm timeout (s) given to the ranks")

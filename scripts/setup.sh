@@ -86,7 +86,7 @@ case "$MODE" in
       step "default job: ${SUITE} (2 ranks on loopback: ${why})"
     fi
     rc=0 start=$SECONDS
-    "$BUILD/trainer/gradzip" compare "$SUITE" || rc=$?
+    "$BUILD/gradzip" compare "$SUITE" || rc=$?
     if [ -f "$SUITE_DIR/summary.json" ]; then
       STEP="plotting ${SUITE_DIR}"
       # One evaluation per point: the curves then cross the targets where the table says.

@@ -10,9 +10,9 @@
 #include "comm/NetEmulator.h"
 #include "data/DataOptions.h"
 #include "models/ModelOptions.h"
-#include "trainer/ControllerOptions.h"
+#include "controller/ControllerOptions.h"
 #include "trainer/OptimOptions.h"
-#include "trainer/Plan.h"
+#include "sync/Plan.h"
 
 #include <optional>
 #include <string>

@@ -6,14 +6,14 @@
 #include "trainer/BuildInfo.h"
 #include "util/Hash.h"
 #include "trainer/Checkpoint.h"
-#include "trainer/Controller.h"
+#include "controller/Controller.h"
 #include "trainer/Evaluator.h"
-#include "trainer/GradSync.h"
+#include "sync/GradSync.h"
 #include "trainer/LrSchedule.h"
 #include "trainer/Optimizer.h"
 #include "trainer/OptimizerGeometry.h"
 #include "trainer/Progress.h"
-#include "trainer/ProgressFile.h"
+#include "launch/ProgressFile.h"
 #include "trainer/TtaLog.h"
 #include "util/Error.h"
 
@@ -97,7 +97,7 @@ struct Trainer::Impl final : ControlledLoop {
   std::unique_ptr<Controller> controller;  // compress: auto
   std::unique_ptr<TtaLog> tta;
   std::unique_ptr<Progress> progress;
-  ProgressFileWriter progressFile{""};  // rank 0 under an epoch rate schedule (trainer/ProgressFile.h)
+  ProgressFileWriter progressFile{""};  // rank 0 under an epoch rate schedule (launch/ProgressFile.h)
   int64_t totalSteps = 0;
 
   // Progress state (checkpointed).

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "trainer/RunLogs.h"
+#include "util/RunLogs.h"
 #include "util/Error.h"
 
 #include <nlohmann/json.hpp>

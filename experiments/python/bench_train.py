@@ -2,7 +2,7 @@
 train`, experiments/TrainBench.cpp) against PyTorch (throughput.py) on the
 same models, shapes, batch, threads and optimizer.
 
-    python experiments/python/bench_train.py [--gradzip build/trainer/gradzip] \
+    python experiments/python/bench_train.py [--gradzip build/gradzip] \
         [--models resnet20 vgg11 bert] [--batch 64] [--bert-batch 16] \
         [--threads 1] [--repeats 3] [--steps 10] [--warmup 3]
 
@@ -61,7 +61,7 @@ def spread(v):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gradzip", default=os.path.join(ROOT, "build", "trainer", "gradzip"))
+    ap.add_argument("--gradzip", default=os.path.join(ROOT, "build", "gradzip"))
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for throughput.py")
     ap.add_argument("--models", nargs="+", default=["resnet20", "vgg11", "bert"])
     ap.add_argument("--batch", type=int, default=64, help="images per step")

@@ -20,7 +20,7 @@ value torch allows with error feedback / warm start).
 Rows carry loss_spikes and residual_norm as 0 and vnmse as null (the peer does not track them).
 When GRADZIP_PROGRESS_FILE is set (an emulated launch with a rate schedule in
 epochs), rank 0 writes the fractional epoch (step / steps per epoch) there
-after each step, at most every 0.25 s, as trainer/ProgressFile.h does.
+after each step, at most every 0.25 s, as launch/ProgressFile.h does.
 Supported: data.dataset fashion_mnist with resnet*/vgg*/mlp; anything else
 fails with a message. Resume, nan_policy and checksums are not implemented.
 """
@@ -141,7 +141,7 @@ def evaluate(model, loader, max_batches):
 
 
 class ProgressFile:
-    """trainer/ProgressFile.h's writer: the fractional epoch as one line ("1.250000\n"),
+    """launch/ProgressFile.h's writer: the fractional epoch as one line ("1.250000\n"),
     written to <path>.tmp and renamed over <path> (a reader never sees a torn
     line), at most every `min_interval` seconds (the first update always
     writes; flush() writes the last value). An empty path does nothing. A

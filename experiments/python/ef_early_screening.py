@@ -1,5 +1,5 @@
 """What the controller's early screenings read of an error-feedback
-compressor, against what it then runs at (trainer/ControllerOptions.h
+compressor, against what it then runs at (controller/ControllerOptions.h
 `rescreen_first`).
 
 The provisional step (2) screens every codec on 8 replays of the step-2

@@ -15,7 +15,7 @@ crop-padding 2 and flips) on one process, on the same batches in every arm:
   - topkc:      TopKC b=2 (chunks of 64; end-to-end-utility paper §3.1.2) with
                 error feedback (e <- x - C(x), x = g + e) throughout;
   - topkc->dense@S: TopKC b=2 to step S, then dense, the residual added to
-                the next gradient (as trainer/GradSync.h does when a bucket
+                the next gradient (as sync/GradSync.h does when a bucket
                 leaves an error-feedback plan);
   - dense->topkc@S: dense to step S, then TopKC b=2.
 

@@ -1,5 +1,5 @@
 """How well replaying one gradient estimates an error-feedback compressor's
-steady-state vNMSE (the controller's screening, trainer/Controller.h
+steady-state vNMSE (the controller's screening, controller/Controller.h
 screenCodec and `screen_reps`).
 
 Trains ResNet-20 on Fashion-MNIST on one process (batch 128, the two-rank

@@ -7,7 +7,7 @@ error feedback still holds back. Its compression term is the gradient gap
 ||grad f(x~) - grad f(x)||^2, which the theorem bounds by L^2 gamma^2 ||e||^2
 and then by (1 - delta)/delta^2 times the gradient noise; the ratio of that
 term to the noise term is what `stat: ef_rate` charges, k (1 - delta)/delta^2
-with one k for every model (trainer/ControllerOptions.h). Here the gap is
+with one k for every model (controller/ControllerOptions.h). Here the gap is
 measured instead of bounded, on the same minibatch B:
 
     gap = ||g(x - gamma_eff e; B) - g(x; B)||^2 / sigma^2,

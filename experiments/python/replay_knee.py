@@ -8,9 +8,9 @@ does not model the rule that keeps fp16 when the knee saves less than
 explore_margin). This script recomputes, per decision, the knee
 of the predicted front (what the decision would explore first) and the knee of
 the measured points (what it would choose among what it explored), with the
-relative knee of trainer/Pareto.h (time as (t - t_min)/t_min over the front,
+relative knee of controller/Pareto.h (time as (t - t_min)/t_min over the front,
 the statistical cost as s - s_min; the point minimising
-sqrt(w t^2 + (1 - w) s^2)) and the costs of trainer/ControllerOptions.h
+sqrt(w t^2 + (1 - w) s^2)) and the costs of controller/ControllerOptions.h
 statisticalCost: `vnmse`, or `ef_rate` (k v/(1 - v)^2 for plans under error
 feedback, v for the rest). It cannot say what a decision would have measured
 for candidates it did not explore. With the run's own settings the measured
@@ -35,7 +35,7 @@ With --floors it prices the explored candidates and the running plan as the
 controller does: the larger of what they measured and their screened cost
 (their residual may not have built up). With --settled N as well, the running
 plan's screened floor is dropped once it has run N steps since it was applied
-(the run's rank0/plans.jsonl says when; trainer/ControllerDecision.cpp: the
+(the run's rank0/plans.jsonl says when; controller/ControllerDecision.cpp: the
 controller's min_interval, 200); a network decision that
 re-measures the link (its record holds a `predicted_knee`) leaves the running
 plan out, as the controller does.
@@ -45,7 +45,7 @@ plan out, as the controller does.
 With --followups it prints instead the cost model's error on the plans the
 decisions chose: |measured/predicted - 1| of every `followup` record
 (median, p75, p90, mean signed), over all logs and per compressor, the
-evidence behind `time_tolerance` (trainer/ControllerOptions.h).
+evidence behind `time_tolerance` (controller/ControllerOptions.h).
 
   python3 experiments/python/replay_knee.py --followups runs/*/auto*/decisions.jsonl
 """
@@ -54,7 +54,7 @@ import json
 import math
 import os
 
-STAT_MARGIN = 0.01  # trainer/Pareto.h kFollowGainMargin, kneePoint's margin too
+STAT_MARGIN = 0.01  # controller/Pareto.h kFollowGainMargin, kneePoint's margin too
 
 # Compressors the factory does not wrap in error feedback (compress/Factory.cpp).
 NO_ERROR_FEEDBACK = ("fp32", "fp16", "bf16", "cnat", "dnat", "qsgd", "gradiveq")

@@ -1,10 +1,10 @@
 // Tests of rate schedules in epochs end to end on the trainer side: the
-// progress file rank 0 writes (trainer/ProgressFile.h: atomic round trip,
+// progress file rank 0 writes (launch/ProgressFile.h: atomic round trip,
 // tolerant reads, throttled writer) and an emulated `gradzip launch` with a
-// schedule in epochs (trainer/EmulatedLaunch.cpp) whose fake rank writes the
+// schedule in epochs (launch/EmulatedLaunch.cpp) whose fake rank writes the
 // file and sees its link reshaped. The launch test needs root and the built
 // binary (GRADZIP_BINARY), and skips otherwise.
-#include "trainer/ProgressFile.h"
+#include "launch/ProgressFile.h"
 #include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"

@@ -1,0 +1,230 @@
+// GradSync: the data-parallel gradient synchronisation the optimizer loop talks
+// to. Gradients are packed into buckets in reverse parameter-registration order
+// (the order backward produces them); a gradient hook copies each gradient into
+// its bucket as soon as autograd produces it, and a full bucket is handed to a
+// communication thread, so compression and communication overlap the rest of the
+// backward pass. Buckets are always communicated in index order on every rank
+// (collectives must match across ranks). Each bucket runs its own Plan
+// (compressor + collective); plans can be switched between steps.
+//
+// Per step it reports a breakdown: encode, communicate, decode (on the comm
+// thread), exposed communication (time the training thread waits after
+// backward), and payload bytes on the wire.
+#pragma once
+
+#include "comm/Collective.h"
+#include "comm/Communicator.h"
+#include "compress/Compressor.h"
+#include "sync/Plan.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <optional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gradzip::trainer {
+
+struct GradSyncOptions {
+  int64_t bucketBytes = 25 << 20;  // like DDP's default 25 MiB
+  uint64_t seed = 0;
+  bool overlap = true;  // false: communicate everything after backward (for ablations)
+  bool checkFinite = true;  // agree across ranks on NaN/Inf before compressing each bucket
+};
+
+// The bucket cap for a run whose plan is `plan` (static when !controlled):
+// a static plan whose compressor runs on the fused whole-model gradient
+// (compress::Capabilities::wholeModel: AR-TopK, flexible-communication Alg. 1,
+// unless `fused: false`) gets one bucket for the whole model; every other
+// plan, and every run under the controller (whose buckets its candidates
+// share), keeps `bucketBytes`.
+int64_t bucketBytesFor(const Plan& plan, int64_t bucketBytes, bool controlled);
+
+// A NaN or Inf gradient seen by any rank; thrown on every rank at the same
+// bucket so the trainer's NaN policy applies consistently.
+class NonFiniteGradient : public std::runtime_error {
+ public:
+  NonFiniteGradient(int64_t step, const std::string& where)
+      : std::runtime_error("step " + std::to_string(step) + ": non-finite gradient (" + where + ")"), step(step) {}
+  int64_t step;
+};
+
+struct SyncBreakdown {
+  double encode = 0, communicate = 0, decode = 0;  // comm-thread seconds
+  double exposed = 0;                              // training thread waiting after backward
+  // Per bucket only (lastBreakdown): seconds from beginStep until the bucket
+  // was handed to the comm thread, and the comm thread's wall seconds on it
+  // (encode, communicate and decode plus the finiteness check, copies and
+  // measuring), which controller/OverlapModel.h pipelines behind backward.
+  double handover = 0, busy = 0;
+  int64_t bytesSent = 0;
+  int64_t saturated = 0;
+};
+
+// What compression did to one bucket's gradient on this rank, for the
+// controller's statistical efficiency (flexible-communication paper §3-E, after
+// GraVAC): with x_e the error-fed input (gradient + residual) and x_c this
+// rank's contribution as it entered the aggregate (Aggregated::localApplied),
+//   inputSq = ||x_e||², appliedSq = ||x_c||², errorSq = ||x_e − x_c||².
+// gain = appliedSq / inputSq; vNMSE = errorSq / inputSq.
+struct CompressionStats {
+  double inputSq = 0, appliedSq = 0, errorSq = 0;
+  CompressionStats& operator+=(const CompressionStats& o) {
+    inputSq += o.inputSq;
+    appliedSq += o.appliedSq;
+    errorSq += o.errorSq;
+    return *this;
+  }
+};
+
+// What compression did, in both geometries: `plain`, the CompressionStats of
+// `input` (x_e) against what entered the aggregate (`applied`, x_c), flat
+// float32 buckets laid out as `layout`; `weighted`, the same with slot j's
+// terms times weights[j] = s_j², s_j the optimizer's update factor of that
+// tensor (trainer/OptimizerGeometry.h), so its ratios are the update's. Empty
+// `weights`: weighted = plain. One pass of dot products per slot (per bucket
+// without weights). `scratch`, when defined, is a float32 buffer of input's
+// size that x_e − x_c is written to instead of a new tensor; `input` may alias
+// it.
+struct MeasuredCompression {
+  CompressionStats plain, weighted;
+};
+MeasuredCompression measureCompression(const torch::Tensor& input, const torch::Tensor& applied,
+                                       const std::vector<compress::TensorSlot>& layout,
+                                       const std::vector<double>& weights, torch::Tensor scratch = {});
+
+class GradSync {
+ public:
+  // params: named parameters in registration order (all require grad).
+  GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, comm::Communicator& comm,
+           GradSyncOptions opts, const Plan& plan);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Call before backward of each step (arms the hooks for `step`).
+  void beginStep(int64_t step);
+  // Call after backward: hands over buckets whose gradients never arrived
+  // (unused parameters count as zero on every rank), waits for all buckets, and
+  // writes the averaged gradients into each parameter's .grad.
+  SyncBreakdown finishStep();
+
+  // Switch every bucket (or one) to `plan` from the next step on. Compressor
+  // state (PowerSGD's Q, THC's tables, ...) is kept per (bucket, plan), so
+  // switching back resumes it. The error-feedback residual follows the bucket
+  // instead: at the first step under a new plan, the previous plan's residual
+  // moves to the new plan's (both with error feedback) or joins that step's
+  // gradient (the new plan keeps none). Σ applied + residual = Σ gradients
+  // then holds across switches, as compress/ErrorFeedback.h promises for one
+  // compressor; parking the residual with the old plan would drop it.
+  void setPlan(const Plan& plan);
+  void setPlan(int bucket, const Plan& plan);
+  const Plan& plan(int bucket) const { return buckets_.at(bucket).plan; }
+  // ||e||₂ over every bucket's error-feedback residual under its current plan
+  // (0 when no current plan uses error feedback, or before the first step).
+  double residualNorm() const;
+  int numBuckets() const { return static_cast<int>(buckets_.size()); }
+  // Whether a bucket's sync can run while backward does (overlap on, more than
+  // one bucket); otherwise every sync starts after backward and leaves
+  // forward+backward as it would be under any plan.
+  bool overlapsBackward() const { return opts_.overlap && buckets_.size() > 1; }
+  int64_t bucketNumel(int bucket) const { return buckets_.at(bucket).numel; }
+  // Between steps: the bucket's averaged gradient of the last step (float32, flat).
+  const torch::Tensor& bucketGradient(int bucket) const { return buckets_.at(bucket).flat; }
+  const std::vector<compress::TensorSlot>& bucketLayout(int bucket) const { return buckets_.at(bucket).layout; }
+  // Bucket k's share of the last finishStep().
+  const SyncBreakdown& lastBreakdown(int bucket) const { return buckets_.at(bucket).last; }
+  // Seconds from the last beginStep() to its finishStep(): backward's end on
+  // the clock of the buckets' handover times.
+  double lastBackwardEnd() const { return backwardEnd_; }
+
+  // With measuring on, every bucket's CompressionStats of the last step (costs
+  // three reductions over each bucket per step), in the gradient's geometry
+  // (the TTA rows' vNMSE, the same for every plan and optimizer), and in the
+  // geometry of setStatScale (the controller's; the same numbers without one).
+  void setMeasureCompression(bool on) { measure_ = on; }
+  const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).stats; }
+  const CompressionStats& lastWeightedStats(int bucket) const { return buckets_.at(bucket).weighted; }
+  // The weighted geometry from the next step on: scaleOf(param) is a
+  // tensor's update factor s, or none for 1. A bucket none of whose tensors
+  // has one measures in the gradient's geometry. Between steps only.
+  void setStatScale(const std::function<std::optional<double>(const torch::Tensor& param)>& scaleOf);
+  // Bucket k's s² per slot of its layout (measureCompression's weights), or
+  // empty.
+  const std::vector<double>& statWeights(int bucket) const { return buckets_.at(bucket).weights; }
+  // With measuring on: this rank's own gradient of bucket k in the last step,
+  // before compression and error feedback (undefined before the first step).
+  const torch::Tensor& lastInput(int bucket) const { return buckets_.at(bucket).input; }
+
+  // The (bucket, plan) compressor states that exist, and dropping every other
+  // one: an in-memory snapshot records the keys next to save()'s archive, and
+  // restoring does keepOnly(keys) then load(), so plans tried in between leave
+  // no trace (the controller's exploration).
+  std::vector<std::vector<std::string>> compressorKeys() const;
+  void keepOnly(const std::vector<std::vector<std::string>>& keys);
+
+  // Compressor state of every (bucket, plan) for checkpoints.
+  void save(torch::serialize::OutputArchive& ar) const;
+  void load(torch::serialize::InputArchive& ar);
+
+ private:
+  struct Bucket {
+    Bucket() = default;
+    Bucket(Bucket&&) = default;  // move-only: it owns compressors
+    Bucket(const Bucket&) = delete;
+    std::vector<int> params;  // indices into params_
+    std::vector<compress::TensorSlot> layout;
+    int64_t numel = 0;
+    torch::Tensor flat;  // float32 gradient buffer
+    int pending = 0;     // gradients still missing this step
+    bool ready = false;  // handed to the comm thread
+    bool done = false;
+    Plan plan;
+    std::string key;      // plan.key(), kept with the plan (a YAML emit: not once per step)
+    std::string lastKey;  // the plan of the last synchronised step (checkpointed)
+    std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
+    std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
+    SyncBreakdown last;
+    CompressionStats stats, weighted;  // measuring: unweighted, and with `weights`
+    torch::Tensor input;    // measuring: the local gradient before aggregation
+    torch::Tensor scratch;  // measuring: gradient + residual, then the compression error
+    std::vector<double> weights;  // measuring: s² per slot (setStatScale), empty = ones
+  };
+
+  void onGrad(int param, const torch::Tensor& grad);
+  void markReady(int bucket);
+  void commLoop();
+  void syncBucket(Bucket& b);
+  // setPlan's residual hand-over from b.lastKey's compressor to `to`.
+  void handOverResidual(Bucket& b, compress::Compressor& to);
+  compress::Compressor& compressorFor(Bucket& b);
+
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<int> bucketOf_;
+  std::vector<int64_t> offsetOf_;
+  std::vector<char> arrived_;
+  std::vector<unsigned> hooks_;
+  comm::Communicator& comm_;
+  GradSyncOptions opts_;
+  std::vector<Bucket> buckets_;
+  int64_t step_ = 0;
+  std::chrono::steady_clock::time_point stepStart_;  // beginStep, for the buckets' handover times
+  double backwardEnd_ = 0;                           // finishStep's entry after stepStart_
+  bool inStep_ = false;
+  bool measure_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int nextToSync_ = 0;  // comm thread progress (bucket index)
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+};
+
+}  // namespace gradzip::trainer
