@@ -2,7 +2,7 @@
 // schedule's clock, rate in Mbit/s or "unshaped"), like the C1/C2 schedules of
 // the flexible-communication paper (Fig. 6). The clock is either seconds since
 // the schedule started or training epochs (fractional, as rank 0 of the
-// trainer reports them through a progress file: trainer/ProgressFile.h); one
+// trainer reports them through a progress file: launch/ProgressFile.h); one
 // schedule uses one clock. The rate of a step holds until the next step starts;
 // the last step holds forever. Latency is not part of a schedule: the kernel has
 // no netem, so gradzip emulates latency inside its own collectives

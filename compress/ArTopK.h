@@ -19,7 +19,7 @@ struct ArTopKOptions {
   std::string mode = "star";  // "star" (round robin) or "var" (largest ||g_r||²)
   // Alg. 1 runs on the fused whole-model gradient (Capabilities::wholeModel):
   // a static AR-TopK plan puts the model in one bucket whatever
-  // comm.bucket_mb says (trainer/GradSync.h bucketBytesFor).
+  // comm.bucket_mb says (sync/GradSync.h bucketBytesFor).
   // false: one AR-TopK per bucket (an ablation). Under compress: auto the
   // buckets are the run's, and AR-TopK candidates run per bucket.
   bool fused = true;

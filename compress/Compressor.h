@@ -32,7 +32,7 @@ struct Capabilities {
   std::vector<std::string> collectives;
   // Its algorithm runs on the fused whole-model gradient (AR-TopK, flexible-
   // communication Alg. 1): a static plan of it gets one bucket for the model
-  // (trainer/GradSync.h bucketBytesFor).
+  // (sync/GradSync.h bucketBytesFor).
   bool wholeModel = false;
 };
 
@@ -100,7 +100,7 @@ class Compressor {
   // compress/ShardedExchange.h). The uplink's unless the owner widens it:
   // THC's sums of n table values need ceil(log2(n·g + 1)) bits (Alg. 2 line
   // 13), 6 for 2-bit codes at n = 2. The cost model charges a "ps" plan
-  // (N−1)/N of uplink plus downlink (trainer/PlanCost.h).
+  // (N−1)/N of uplink plus downlink (controller/PlanCost.h).
   virtual double downlinkBitsPerCoordinate(int64_t d, int n) const { return bitsPerCoordinate(d, n); }
 
   // Collective aggregation of x (1-D, float32, contiguous, same numel on every

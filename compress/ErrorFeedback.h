@@ -37,7 +37,7 @@ class ErrorFeedback final : public Compressor {
 
   // The current residual e (undefined before the first step) and ||e||₂ (0 then).
   const at::Tensor& residual() const override { return residual_; }
-  // Moving a residual between compressors (trainer/GradSync.h does it when a
+  // Moving a residual between compressors (sync/GradSync.h does it when a
   // bucket switches plans, so a switch delays nothing more and drops nothing):
   // takeResidual returns e and leaves none; addResidual adds e to this one's.
   at::Tensor takeResidual() override;
