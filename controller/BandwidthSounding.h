@@ -1,22 +1,20 @@
 // Bandwidth soundings: the controller's view of the link while the running
-// plan's own collectives cannot give one. A latency-bound plan (TopK 0.4% on
-// ResNet-20 sends ~6.5 KB a step) fits inside a token-bucket shaper's burst and
-// takes about the same time on a 5 Mbit/s link as on an unshaped one, so after
+// plan's own collectives cannot give one. A latency-bound plan (a sparse TopK
+// sends a few KB a step) fits inside a token-bucket shaper's burst and takes
+// about the same time on a slow link as on an unshaped one, so after
 // the link recovers nothing the controller observes changes and it keeps the
 // sparse plan (experiments/results/schedule_c1.md). A sounding is one timed
 // all-reduce of a float32 buffer of the same size all through a plan (at
 // least 64 KB: past a token bucket's burst). The first sounding after a
 // decision is the reference; one whose time differs from it by more than a
 // factor (1 + threshold) and by more than kNoiseSeconds (on a fast link a
-// 64 KB sounding takes 0.1-0.6 ms of mostly latency and scheduling noise on
-// this 2-core host) is suspect, and a second one in a row, the same way, is a
+// 64 KB sounding is mostly latency and scheduling noise) is suspect, and a
+// second one in a row, the same way, is a
 // change of the link. A decision taken while the link was changing can leave
 // its reference on the new link, and the soundings after it then agree with
 // it: so the reference is also held against the time the decision's own α
 // and β predict for it, and one much faster than predicted (beyond the same
-// factor and kNoiseSeconds) is suspect at once. (A CI run took a decision
-// on a 10 Mbit/s link a few steps before it recovered and kept TopK 1% for
-// 80 steps, until the mismatch rule fired.) Only faster: a plan chosen for a
+// factor and kNoiseSeconds) is suspect at once. Only faster: a plan chosen for a
 // faster link than there is still moves its bytes through its own
 // collectives, which the ratio detector watches. β from a sounding is the ring all-reduce cost solved
 // for β (flexible-communication paper Table I: t = 2(N−1)α + 2(N−1)/N·M·β).

@@ -115,10 +115,9 @@ double Controller::start(int64_t step) {
   comm::NetworkParams probed;
   if (comm_.size() >= 2) {
     // α only: β from the first steps' collectives (settleBeta). The full
-    // probe took 2.3-4.1 s on 20-200 Mbit/s links (its 1 and 4 MB round
-    // trips), on top of the steps; the initial plan's collectives measure the
-    // link for free, and a token-bucket shaper lets the probe's messages
-    // through at line rate up to its burst anyway.
+    // probe's megabyte round trips take seconds on a slow link; the initial
+    // plan's collectives measure the link for free, and a token-bucket shaper
+    // lets the probe's messages through at line rate up to its burst anyway.
     net_ = probed = comm::probe(comm_, quickProbe(opts_.probe));
     net_.beta = NAN;
     betaPending_ = true;
@@ -264,9 +263,8 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   const bool provisionalNow = step == opts_.provisionalStep && provisionalAhead();
   if (betaPending_ && observedSteps_ >= kStartBetaSteps) {
     // Rank 0 starts the provisional step's screening on one thread while β
-    // is measured: the sparse start's soundings wait on the link (0.20 s at
-    // 20 Mbit/s, where the screening then took 0.15 s more), and the other
-    // core stays free for the ranks' network threads. After the geometry:
+    // is measured: the sparse start's soundings wait on the link, and the
+    // other core stays free for the ranks' network threads. After the geometry:
     // the screening reads its weights.
     if (provisionalNow && comm_.rank() == 0 && opts_.screenThreads >= 2) {
       provisionalScreens_.clear();
@@ -280,11 +278,9 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // check travels (a 24-byte broadcast) while the steps up to the next check
   // train, and that check acts on it: a decision comes check_every steps
   // after the observations that call it, and no check waits for the slower
-  // rank to finish its step. Waiting for it at every step (the broadcast done
-  // at once) cost 1.2 ms a step on the unshaped loopback and 6.5 ms (3%) on a
-  // 10 Mbit/s link, against 0.1 ms with a check every 10 steps
-  // (experiments/results/controller_ablation.md, "A sparse start and a
-  // pipelined trigger check"). The first decision needs no verdict: every
+  // rank to finish its step; waiting for it at every step costs a share of
+  // the step on a slow link (experiments/results/controller_ablation.md, "A
+  // sparse start and a pipelined trigger check"). The first decision needs no verdict: every
   // rank knows it is due.
   int64_t reason = kNone, soundBytes = 0;
   if (verdictPending_) {

@@ -37,9 +37,7 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
       chosen = int64_t(opts_.kneeOf(pts));
       // `initial` stays unless the knee, predicted explore_margin slower,
       // would still replace it as predicted: a saving within the model's
-      // error is no reason to compress. With 4 ranks on the 2 cores of the
-      // unshaped link TopKC 8-bit was predicted 0.1% faster than fp16 and ran
-      // for the whole epoch, its collectives no faster than fp32's. (After a
+      // error is no reason to compress. (After a
       // sparse start `initial` is not what the steps ran: kept, it is
       // restarted from the rewind like any other choice.)
       const size_t self = indexOf(opts_.initial);

@@ -194,9 +194,7 @@ void Controller::shortlist(Decision& d) {
   const bool reuse = phase_ != Phase::Decided && !provisionalScreens_.empty();
   if (reuse) d.rec["screening"] = fmt::format("reused from the provisional step {}", opts_.provisionalStep);
   // gain_scope: family keeps a gain decision to the running compressor's
-  // own grid: only that grid is screened, the rest left at infinity (all 97
-  // default candidates took 0.6 s of each such decision on ResNet-20 at 10
-  // Mbit/s).
+  // own grid: only that grid is screened, the rest left at infinity.
   const bool familyOnly = d.reason == "gain" && opts_.gainScope == "family";
   if (familyOnly) d.rec["screening"] = fmt::format("the running compressor's candidates ({}) only", active_.compressor);
   // A network decision reuses the codec screenings of the last decision
@@ -204,9 +202,7 @@ void Controller::shortlist(Decision& d) {
   // min_interval steps old (the horizon over which a running plan's
   // statistics stand without a gain decision): encode/decode seconds, wire
   // bits and statistics do not depend on the link, and the α-β
-  // communication is recomputed at the new α and β. 0.45-0.67 s of codec
-  // runs on ResNet-20 (schedule_c1's step-120 screenings; the step-245
-  // decision took 0.86 s with its refit).
+  // communication is recomputed at the new α and β.
   const bool reuseLast = !reuse && !familyOnly && d.networkTrigger && lastScreenStep_ >= 0 &&
                          d.step - lastScreenStep_ <= opts_.minInterval;
   if (reuseLast) d.rec["screening"] = fmt::format("reused from the decision at step {}", lastScreenStep_);
@@ -226,10 +222,7 @@ void Controller::shortlist(Decision& d) {
   // statistics stand without a gain decision) has built its residual up:
   // what it measured since the last decision is its steady state, and the
   // replays of one gradient overstate that of the denser sparsifiers
-  // (TopK 3.3% on ResNet-20: 0.83-0.84 screened, 0.72-0.77 running; in
-  // ef_rate 1.02 against 0.26 at step 211 of a 20 Mbit/s run, which then
-  // took TopK 10%, 30% slower a step; controller_ablation.md, "Screening
-  // on two threads, during the soundings").
+  // (controller_ablation.md, "The running plan's settled cost").
   const bool settled = planSteps_ >= opts_.minInterval;
   if (self < candidates_.size() && !settled) d.activeFloor = d.floor[self];
   d.rec["current_settled"] = settled;
@@ -238,8 +231,8 @@ void Controller::shortlist(Decision& d) {
   // explored, after a rise only plans that compress more. Without it the
   // knee of the running plan's error-feedback steady state and its sparser
   // neighbours, explored for a few steps, stepped to ever sparser TopK as
-  // the gain fell (experiments/results/controller_ablation.md: 1.1% → 0.4%
-  // → 0.1% at 20 Mbit/s). Network-triggered decisions may move either way.
+  // the gain fell (controller_ablation.md, "Gain decisions follow the
+  // gain"). Network-triggered decisions may move either way.
   auto remaining = pts;
   if (d.reason == "gain") {
     const double own = self < candidates_.size() ? pts[self].stat : NAN;
@@ -272,11 +265,10 @@ void Controller::shortlist(Decision& d) {
   // stays, nothing explored, if it could replace the knee so; otherwise
   // only the candidates that could replace it so are explored, racing the
   // knee's predicted point, and the knee, not explored, stands for itself
-  // with that point (adopted outright if none can challenge it). Each
-  // exploration there cost 5-8 s on schedule_c1 (3 or 4 candidates, the
-  // running plan re-measured), then ~4 s (the knee explored first); the
-  // knee's predicted step was within 2-6% of its explored one in each of
-  // the 3 runs of a708516 (TopKC b=2 at 20 Mbit/s).
+  // with that point (adopted outright if none can challenge it): exploring
+  // the running plan again there costs seconds, and the knee's prediction is
+  // close to its explored step (controller_ablation.md, "Screening the
+  // steady state, and network decisions that trust the model").
   Objectives bar = d.current;
   double barMargin = opts_.exploreMargin;  // on the candidate's predicted time
   if (remeasure && !paretoFront(remaining).empty()) {

@@ -167,13 +167,11 @@ void Controller::sendVerdict(int64_t step) {
     // kRatioWindow observations has moved (kRatioWindow/2 + 1 of them), and
     // kPersist steps later every observation in the window (β from the
     // running plan's collectives, its step time) sees the new network, not a
-    // mix, and a burst of noise has passed. It used to be kRatioWindow
-    // steps, at checks every 10 steps: 23-26 steps from a slowdown to the
-    // decision on schedule_c1, ~0.25 s a step too slow on fp16.
+    // mix, and a burst of noise has passed.
     // A severe change (the median step − compute of the window up by kSevere
     // of the step: most of the window has seen it) is acted on at the first
-    // check that sees it: on schedule_c1 fp16 ran 5 more steps at 20 Mbit/s
-    // (~1.2 s) waiting for the next check.
+    // check that sees it: each step of waiting runs the old plan on the slow
+    // link.
     // A sharp rise (kSharpSteps steps in a row, each up by kSevere of the
     // step, their collectives 1 + 2·network_drift slower than the model's
     // reference) is acted on before the medians move.
@@ -184,10 +182,9 @@ void Controller::sendVerdict(int64_t step) {
     const int64_t elapsed = step - lastDecision_;
     // A severe or sharp slowdown after a decision that measured its
     // references (it kept or explored the plan that runs) is the link's, not
-    // the model's, and does not wait out network_interval: on schedule_c1 a
-    // step-time decision at step 114, on the unshaped link, kept fp16, and
-    // the change at 117 waited to step 145, fp16 running 28 steps at 20
-    // Mbit/s (~0.23 s each over TopKC b=2's). After a predicted knee (whose
+    // the model's, and does not wait out network_interval (controller_ablation.md,
+    // "Two sharp steps, and prompt slowdowns after a measured decision").
+    // After a predicted knee (whose
     // references carry the model's error) it waits network_interval, as
     // every change does; after a false alarm (backoff > 1) network_interval
     // too, not the backoff (actOnChange in ControllerDetail.h).

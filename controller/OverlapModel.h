@@ -11,11 +11,8 @@
 // whole collective instead, which is the single-bucket case (h_0 = T). The
 // controller predicts each candidate's step from it (ControllerDecision.cpp).
 // It leaves out the sync thread's work slowing a backward that shares the
-// rank's core: on ResNet-20 at 20 Mbit/s with 0.25 MB buckets forward+backward
-// took 0.178 s with overlap against 0.153 s without under THC 4-bit PS, 0.163
-// against 0.154 s under TopKC b=2, while fp16's wire time did not slow it
-// (experiments/results/controller_ablation.md, "Where THC's overlapped steps
-// lose their time, measured").
+// rank's core (experiments/results/controller_ablation.md, "Where THC's
+// overlapped steps lose their time, measured").
 #pragma once
 
 #include <span>

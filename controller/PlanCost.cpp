@@ -61,11 +61,9 @@ comm::AlphaBetaSample planCoefficients(const Plan& plan, double bitsPerCoordinat
   } else {
     // A scheme that aggregates by all-gather (TopK, whose "engine" is c10d's
     // all-gather: compress/Factory.h aggregatesByAllGather) moves (N − 1)·M,
-    // not the all-reduce's 2(N − 1)/N·M. The two agree at N = 2 only; at 4
-    // ranks the all-reduce's row predicted TopK 3.3%@engine half its
-    // communication, and auto took it over TopKC b=2 in 2 of 6 seeds at
-    // 20 Mbit/s (experiments/results/controller_ablation.md, "4 ranks at
-    // the current defaults").
+    // not the all-reduce's 2(N − 1)/N·M; the two agree at N = 2 only
+    // (experiments/results/controller_ablation.md, "4 ranks at the current
+    // defaults").
     const std::string collective =
         compress::aggregatesByAllGather(plan.compressor) ? std::string("allgather") : plan.collective;
     c = collectiveCoef(collective, bitsPerCoordinate * double(d) / 8.0, n);
