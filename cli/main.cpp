@@ -1,5 +1,5 @@
-// The gradzip command line: train, launch, bench, version. This file sits on
-// top of every module and nothing includes it. User errors (and paths that
+// The gradzip command line: train, launch, compare, simulate, config, bench,
+// version. This file sits on top of every module and nothing includes it. User errors (and paths that
 // cannot be used) print one clear line and exit 2; communication failures exit
 // 3; bugs exit 70; command-line errors keep CLI11's codes (105-109).
 #include "comm/NcclBackend.h"
@@ -7,6 +7,7 @@
 #include "experiments/Benchmarks.h"
 #include "experiments/Compare.h"
 #include "cli/Commands.h"
+#include "cli/ConfigReference.h"
 #include "cli/Simulate.h"
 #include "launch/EmulatedLaunch.h"
 #include "trainer/TrainConfig.h"
@@ -89,6 +90,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(logLevels()));
 
   auto* version = app.add_subcommand("version", "Print gradzip and LibTorch versions");
+
+  auto* configCmd = app.add_subcommand("config", "Print the config schema");
+  bool reference = false;
+  configCmd->add_flag("--reference", reference,
+                      "Every config key with its type, default and range, as Markdown (docs/configuration.md)")
+      ->required();
 
   auto* train = app.add_subcommand("train", "Train from a YAML config (one rank; use launch or torchrun for more)");
   trainer::TrainArgs trainArgs;
@@ -222,6 +229,10 @@ int main(int argc, char** argv) {
 #endif
     if (*version) {
       std::cout << "gradzip " << GRADZIP_VERSION << " (LibTorch " << GRADZIP_TORCH_VERSION << ")\n";
+      return 0;
+    }
+    if (*configCmd) {
+      std::cout << trainer::configReference();
       return 0;
     }
     if (*train) return trainer::trainCommand(trainArgs);

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/ranges.h>
+
 namespace gradzip {
 namespace {
 
@@ -39,6 +41,25 @@ bool parseDouble(const std::string& s, double& out) {
     return false;
   }
   return pos == s.size();
+}
+
+std::string intRange(int64_t lo, int64_t hi) {
+  if (lo == INT64_MIN && hi == INT64_MAX) return "";
+  if (hi == INT64_MAX) return fmt::format(">= {}", lo);
+  if (lo == INT64_MIN) return fmt::format("<= {}", hi);
+  return fmt::format("[{}, {}]", lo, hi);
+}
+
+std::string doubleRange(double lo, double hi) {
+  if (lo <= -1e308 && hi >= 1e308) return "";
+  if (hi >= 1e308) return fmt::format(">= {}", lo);
+  if (lo <= -1e308) return fmt::format("<= {}", hi);
+  return fmt::format("[{}, {}]", lo, hi);
+}
+
+template <class T>
+std::string listText(const std::vector<T>& v) {
+  return fmt::format("[{}]", fmt::join(v, ", "));
 }
 
 }  // namespace
@@ -107,10 +128,30 @@ void YamlReader::setOverrides(std::map<std::string, std::string> overrides) {
   overrides_ = std::make_shared<const std::map<std::string, std::string>>(std::move(overrides));
 }
 
+void YamlReader::recordInto(std::shared_ptr<std::vector<YamlKeyRecord>> log) { record_ = std::move(log); }
+
 YamlReader YamlReader::view(YAML::Node node, const std::string& path) const {
   YamlReader r(std::move(node), file_, path);
   r.overrides_ = overrides_;
+  r.record_ = record_;
   return r;
+}
+
+void YamlReader::record(const std::string& key, std::string type, std::string def, std::string range) const {
+  if (!record_) return;
+  // A list element's index is where it sits, not part of the schema.
+  std::string path;
+  const std::string full = keyPath(key);
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (full[i] == '[') {
+      path += "[]";
+      i = full.find(']', i);
+      if (i == std::string::npos) break;
+    } else {
+      path += full[i];
+    }
+  }
+  record_->push_back({path, std::move(type), std::move(def), std::move(range)});
 }
 
 std::string YamlReader::located(const std::string& path, int ln, const std::string& message) const {
@@ -167,6 +208,7 @@ YAML::Node YamlReader::lookup(const std::string& key) {
 YAML::Node YamlReader::raw(const std::string& key) { return lookup(key); }
 
 bool YamlReader::getBool(const std::string& key, bool def) {
+  record(key, "boolean", def ? "true" : "false", "");
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
   const std::string s = n.IsScalar() ? n.Scalar() : "";
@@ -176,12 +218,18 @@ bool YamlReader::getBool(const std::string& key, bool def) {
 }
 
 int64_t YamlReader::getInt(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+  record(key, "integer", fmt::format("{}", def), intRange(lo, hi));
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
-  return requireInt(key, lo, hi);
+  return readInt(key, lo, hi);
 }
 
 int64_t YamlReader::requireInt(const std::string& key, int64_t lo, int64_t hi) {
+  record(key, "integer", "required", intRange(lo, hi));
+  return readInt(key, lo, hi);
+}
+
+int64_t YamlReader::readInt(const std::string& key, int64_t lo, int64_t hi) {
   auto n = lookup(key);
   auto range = [&] {
     if (lo == INT64_MIN && hi == INT64_MAX) return std::string("integer");
@@ -197,12 +245,18 @@ int64_t YamlReader::requireInt(const std::string& key, int64_t lo, int64_t hi) {
 }
 
 double YamlReader::getDouble(const std::string& key, double def, double lo, double hi) {
+  record(key, "number", fmt::format("{}", def), doubleRange(lo, hi));
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
-  return requireDouble(key, lo, hi);
+  return readDouble(key, lo, hi);
 }
 
 double YamlReader::requireDouble(const std::string& key, double lo, double hi) {
+  record(key, "number", "required", doubleRange(lo, hi));
+  return readDouble(key, lo, hi);
+}
+
+double YamlReader::readDouble(const std::string& key, double lo, double hi) {
   auto n = lookup(key);
   auto range = [&] {
     if (lo <= -1e308 && hi >= 1e308) return std::string("number");
@@ -219,12 +273,18 @@ double YamlReader::requireDouble(const std::string& key, double lo, double hi) {
 }
 
 std::string YamlReader::getString(const std::string& key, const std::string& def) {
+  record(key, "string", def.empty() ? "\"\"" : def, "");
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
-  return requireString(key);
+  return readString(key);
 }
 
 std::string YamlReader::requireString(const std::string& key) {
+  record(key, "string", "required", "");
+  return readString(key);
+}
+
+std::string YamlReader::readString(const std::string& key) {
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) fail(key, "missing required key (expected a string)");
   if (!n.IsScalar()) fail(key, fmt::format("expected a string, got {}", describe(n)));
@@ -233,6 +293,7 @@ std::string YamlReader::requireString(const std::string& key) {
 
 std::string YamlReader::getEnum(const std::string& key, const std::string& def,
                                 const std::vector<std::string>& choices) {
+  record(key, "enum", def.empty() ? "required" : def, joinChoices(choices));
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
   if (!n.IsScalar() || std::find(choices.begin(), choices.end(), n.Scalar()) == choices.end())
@@ -257,12 +318,14 @@ std::vector<T> readList(YamlReader& r, YAML::Node n, const std::string& key, con
 }  // namespace
 
 std::vector<double> YamlReader::getDoubleList(const std::string& key, const std::vector<double>& def) {
+  record(key, "list of numbers", listText(def), "");
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
   return readList<double>(*this, n, key, "numbers", parseDouble);
 }
 
 std::vector<int64_t> YamlReader::getIntList(const std::string& key, const std::vector<int64_t>& def) {
+  record(key, "list of integers", listText(def), "");
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
   return readList<int64_t>(*this, n, key, "integers", parseInt);
@@ -270,6 +333,7 @@ std::vector<int64_t> YamlReader::getIntList(const std::string& key, const std::v
 
 std::vector<std::string> YamlReader::getStringList(const std::string& key,
                                                    const std::vector<std::string>& def) {
+  record(key, "list of strings", listText(def), "");
   auto n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) return def;
   return readList<std::string>(*this, n, key, "strings", [](const std::string& s, std::string& o) {
@@ -284,6 +348,7 @@ YamlReader YamlReader::child(const std::string& key) {
     fail(key, fmt::format("expected a mapping, got {}", describe(n)));
   YamlReader c(n.IsDefined() ? n : YAML::Node(YAML::NodeType::Null), file_, keyPath(key));
   c.overrides_ = overrides_;
+  c.record_ = record_;
   return c;
 }
 
@@ -296,6 +361,7 @@ std::vector<YamlReader> YamlReader::childList(const std::string& key) {
     if (!n[i].IsMap()) fail(key, fmt::format("element {}: expected a mapping, got {}", i, describe(n[i])));
     out.emplace_back(n[i], file_, fmt::format("{}[{}]", keyPath(key), i));
     out.back().overrides_ = overrides_;
+    out.back().record_ = record_;
   }
   return out;
 }

@@ -6,7 +6,9 @@
 // silently). Values set on the command line (`--set a.b=v`) are named by that
 // argument instead of a file line: see setOverrides.
 // Components parse their own `XOptions::fromYaml(YamlReader&)` with it and write
-// the effective values back with `toYaml(YAML::Node&)` (STYLE.md §5).
+// the effective values back with `toYaml(YAML::Node&)` (STYLE.md §5). A reader
+// can also record every key it is asked for (recordInto), which is how
+// `gradzip config --reference` prints the schema from the parsers themselves.
 #pragma once
 
 #include "util/Error.h"
@@ -21,6 +23,14 @@
 #include <vector>
 
 namespace gradzip {
+
+// One key as a parser asked for it (STYLE.md §19: the reference is generated).
+struct YamlKeyRecord {
+  std::string path;   // dotted; the elements of a list of mappings as "key[]"
+  std::string type;   // boolean, integer, number, string, enum, list of integers|numbers|strings
+  std::string def;    // the default as YAML text; "required" when the key has none
+  std::string range;  // "[1, 16]", ">= 0", "<= 5" or the choices "a, b"; empty: any value of the type
+};
 
 class YamlReader {
  public:
@@ -66,8 +76,13 @@ class YamlReader {
   // "--set <assignment>" instead of a file line. Shared with every child
   // reader made after the call.
   void setOverrides(std::map<std::string, std::string> overrides);
+  // Appends a YamlKeyRecord to `log` for every get*/require*/getEnum call on
+  // this reader and on the readers it hands out afterwards (child, childList,
+  // view), in call order, whether or not the key is present. Parsing is
+  // unchanged. Keys read only through raw() are not recorded.
+  void recordInto(std::shared_ptr<std::vector<YamlKeyRecord>> log);
   // A reader of `node` (a mapping or null) at dotted `path`, with this
-  // reader's file and overrides.
+  // reader's file, overrides and record log.
   YamlReader view(YAML::Node node, const std::string& path) const;
 
   // "file:line: path.key: message", pointing at `key` if present, else at this mapping.
@@ -79,6 +94,10 @@ class YamlReader {
 
  private:
   YAML::Node lookup(const std::string& key);
+  void record(const std::string& key, std::string type, std::string def, std::string range) const;
+  int64_t readInt(const std::string& key, int64_t lo, int64_t hi);
+  double readDouble(const std::string& key, double lo, double hi);
+  std::string readString(const std::string& key);
   std::string keyPath(const std::string& key) const;
   std::string describe(const YAML::Node& n) const;
   // "file:line: path: message", or "--set a=b: path: message" for a path that
@@ -90,6 +109,7 @@ class YamlReader {
   std::string path_;
   std::shared_ptr<std::set<std::string>> used_;
   std::shared_ptr<const std::map<std::string, std::string>> overrides_;
+  std::shared_ptr<std::vector<YamlKeyRecord>> record_;  // null: not recording
 };
 
 // Throws ConfigError naming `origin`, the line of the repeat and of the first

@@ -139,3 +139,31 @@ TEST(YamlReader, CommandLineValuesAreNamedByTheirAssignment) {
   EXPECT_EQ(errorOf([&] { model.getEnum("name", "", {"resnet20"}); }),
             "c.yaml:4: model.name: expected one of [resnet20], got \"mlp\"");
 }
+
+TEST(YamlReader, RecordsEveryKeyAskedForWithTypeDefaultAndRange) {
+  auto r = YamlReader::loadString("a:\n  n: 3\nl:\n  - {x: 1}\n  - {x: 2}\n");
+  auto log = std::make_shared<std::vector<gradzip::YamlKeyRecord>>();
+  r.recordInto(log);
+  auto a = r.child("a");
+  EXPECT_EQ(a.getInt("n", 4, 1, 16), 3);  // parsing is unchanged
+  a.getDouble("w", 0.85, 0.0, 1.0);
+  a.getEnum("e", "p", {"p", "q"});
+  a.getBool("b", true);
+  for (auto& item : r.childList("l")) item.requireInt("x", 0);
+  r.getString("s", "");
+  ASSERT_EQ(log->size(), 7u);
+  auto is = [&](size_t i, const char* path, const char* type, const char* def, const char* range) {
+    const auto& k = (*log)[i];
+    EXPECT_EQ(k.path, path);
+    EXPECT_EQ(k.type, type);
+    EXPECT_EQ(k.def, def);
+    EXPECT_EQ(k.range, range);
+  };
+  is(0, "a.n", "integer", "4", "[1, 16]");
+  is(1, "a.w", "number", "0.85", "[0, 1]");
+  is(2, "a.e", "enum", "p", "p, q");
+  is(3, "a.b", "boolean", "true", "");
+  is(4, "l[].x", "integer", "required", ">= 0");  // one schema line per list element
+  is(5, "l[].x", "integer", "required", ">= 0");
+  is(6, "s", "string", "\"\"", "");
+}
