@@ -88,7 +88,7 @@ struct RunProfile {
   // `globalBatch` samples a step (stepsAtBatch with noiseScale(steps)).
   double stepsAt(int64_t steps, double globalBatch) const;
   // Follow-up records: the plan a decision chose and its then-measured step,
-  // split into base and exposed sync (NaN in logs written before a145a19).
+  // split into base and exposed sync (NaN in logs of older builds).
   struct Followup {
     Plan plan;
     int64_t decisionStep = 0;  // the step of the decision it follows up

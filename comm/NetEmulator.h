@@ -132,6 +132,9 @@ class NetEmulator {
   static int removeStale();
 
  private:
+  // An `ip` or `tc` command through runChecked (comm/Command.h) with the
+  // emulator's command timeout: stdout, or UserError on a failure or timeout.
+  static std::string run(const std::vector<std::string>& argv);
   void create();
   void applyRate(std::optional<double> mbit);  // caller holds rateMu_
   void scheduleLoop(RateSchedule s, std::chrono::steady_clock::time_point t0);

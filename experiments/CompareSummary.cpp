@@ -1,90 +1,28 @@
-// Implements experiments/CompareSummary.h: reading TTA logs, aggregating
-// repeats (mean and min–max), and rendering summary.md / summary.json.
+// Implements the renderings of experiments/CompareSummary.h: summary.md (every
+// column), the brief table `gradzip compare` prints, and summary.json, from an
+// arm's repeats pooled by experiments/CompareArms.h. Reading a run is
+// CompareRunStats.cpp; the noise rule is CompareNoise.cpp.
 #include "experiments/CompareSummary.h"
+
+#include "experiments/CompareArms.h"
+#include "experiments/CompareNoise.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 namespace gradzip::experiments {
+using namespace detail;
 namespace {
-
-// Mean and range of the values that exist, out of n runs.
-struct Spread {
-  int reached = 0, n = 0;
-  double mean = NAN, min = NAN, max = NAN;
-  bool all() const { return n > 0 && reached == n; }
-};
-
-Spread spreadOf(const std::vector<std::optional<double>>& v) {
-  Spread s;
-  s.n = static_cast<int>(v.size());
-  double sum = 0;
-  for (const auto& x : v) {
-    if (!x) continue;
-    s.min = s.reached ? std::min(s.min, *x) : *x;
-    s.max = s.reached ? std::max(s.max, *x) : *x;
-    sum += *x;
-    ++s.reached;
-  }
-  if (s.reached) s.mean = sum / s.reached;
-  return s;
-}
-
-std::vector<const RunStats*> okRuns(const ArmStats& a) {
-  std::vector<const RunStats*> out;
-  for (const auto& r : a.runs)
-    if (r.ok) out.push_back(&r);
-  return out;
-}
-
-template <class F>
-Spread over(const ArmStats& a, F f) {
-  std::vector<std::optional<double>> v;
-  for (const auto* r : okRuns(a)) v.push_back(f(*r));
-  return spreadOf(v);
-}
 
 double meanOf(const ArmStats& a, double (*f)(const RunStats&)) {
   const auto s = over(a, [f](const RunStats& r) { return std::optional<double>(f(r)); });
   return s.mean;
 }
 
-Spread ttaSpread(const ArmStats& a, size_t i) { return over(a, [i](const RunStats& r) { return r.timeToTarget[i]; }); }
 Spread commFreeSpread(const ArmStats& a, size_t i) {
   return over(a, [i](const RunStats& r) { return r.commFreeToTarget[i]; });
-}
-
-// The arm's mean step time and its spread, pooled over repeats: the square
-// root of the mean over runs of (run spread² + (run mean − mean)²).
-std::pair<double, double> stepTimeAndSpread(const ArmStats& a) {
-  const auto runs = okRuns(a);
-  if (runs.empty()) return {NAN, NAN};
-  double mean = 0, var = 0;
-  for (const auto* r : runs) mean += r->step / static_cast<double>(runs.size());
-  for (const auto* r : runs)
-    var += (r->stepSd * r->stepSd + (r->step - mean) * (r->step - mean)) / static_cast<double>(runs.size());
-  return {mean, std::sqrt(var)};
-}
-
-// [earliest window start, latest crossing] over the arm's runs at target i;
-// every run reached it.
-std::pair<double, double> crossingWindow(const ArmStats& a, size_t i) {
-  double lo = INFINITY, hi = -INFINITY;
-  for (const auto* r : okRuns(a)) {
-    lo = std::min(lo, r->targetWindowStart[i].value_or(0.0));
-    hi = std::max(hi, *r->timeToTarget[i]);
-  }
-  return {lo, hi};
-}
-
-std::optional<Speedup> speedup(const ArmStats& arm, const ArmStats* base, size_t targets) {
-  if (!base) return std::nullopt;
-  return speedupOver(arm, *base, targets);
 }
 
 // "1.26x", "1.26x†" within noise, "n/a".
@@ -142,13 +80,6 @@ std::optional<double> vnmseOf(const ArmStats& a) {
   return sum / static_cast<double>(steps);
 }
 
-// Steps s in [from, to) the trainer measured compression on (s % every == 0).
-int64_t measuredSteps(int64_t from, int64_t to, int64_t every) {
-  if (to <= from) return 0;
-  auto upTo = [every](int64_t x) { return x <= 0 ? 0 : (x - 1) / every + 1; };  // multiples of every in [0, x)
-  return upTo(to) - upTo(from);
-}
-
 std::vector<double> neverReached(const ArmStats& a, const std::vector<double>& targets) {
   std::vector<double> out;
   for (size_t i = 0; i < targets.size(); ++i)
@@ -156,150 +87,9 @@ std::vector<double> neverReached(const ArmStats& a, const std::vector<double>& t
   return out;
 }
 
-// One line per speedup over FP16 or FP32 within noise, saying why; "" if none.
-std::string noiseLines(const SummaryInput& in, const ArmStats* fp16, const ArmStats* fp32) {
-  std::string out;
-  for (const auto& a : in.arms) {
-    if (okRuns(a).empty()) continue;
-    for (const ArmStats* base : {fp16, fp32}) {
-      const auto s = speedup(a, base, in.targets.size());
-      if (!s || s->noise == Noise::kNone) continue;
-      const auto [wa0, wa1] = crossingWindow(a, s->target);
-      const auto [wb0, wb1] = crossingWindow(*base, s->target);
-      const auto [sa, da] = stepTimeAndSpread(a);
-      const auto [sb, db] = stepTimeAndSpread(*base);
-      const std::string head = fmt::format("- {} vs {} ({:.2f}x at {:.3g}): ", a.name, base->name, s->ratio,
-                                           in.targets[s->target]);
-      if (s->noise == Noise::kEvalInterval)
-        out += head + fmt::format("they first reached it in overlapping evaluation windows "
-                                  "({:.1f}–{:.1f} s and {:.1f}–{:.1f} s), so the evaluations cannot order them.\n",
-                                  wa0, wa1, wb0, wb1);
-      else
-        out += head + fmt::format("step times {:.0f} ±{:.0f} and {:.0f} ±{:.0f} ms agree within "
-                                  "their spread, so the gap is in steps to the target: one run's accuracy path, "
-                                  "not faster steps.\n",
-                                  sa * 1e3, da * 1e3, sb * 1e3, db * 1e3);
-    }
-  }
-  return out;
-}
-
-// The † footnote: what it means, then noiseLines (or that no speedup is).
-std::string noiseFootnote(const SummaryInput& in, const ArmStats* fp16, const ArmStats* fp32) {
-  const std::string lines = noiseLines(in, fp16, fp32);
-  bool any = false;  // a speedup over FP16 or FP32 to judge
-  for (const auto& a : in.arms)
-    for (const ArmStats* base : {fp16, fp32})
-      any |= &a != base && !okRuns(a).empty() && speedup(a, base, in.targets.size()).has_value();
-  if (!any) return "";
-  if (lines.empty())
-    return "\nNo speedup here is within noise: in each, the two arms first reached the target in separate "
-           "evaluation windows, and their step times differ by more than their spread.\n";
-  return "\n† Within noise: these runs cannot resolve the speedups below, so do not read them as one plan "
-         "being faster.\n" +
-         lines;
-}
-
-}  // namespace
-
-const char* noiseName(Noise n) {
-  switch (n) {
-    case Noise::kNone: return "none";
-    case Noise::kEvalInterval: return "eval_interval";
-    case Noise::kStepTime: return "step_time";
-  }
-  return "none";
-}
-
-std::optional<Speedup> speedupOver(const ArmStats& arm, const ArmStats& base, size_t targets) {
-  for (size_t i = targets; i-- > 0;) {
-    const Spread a = ttaSpread(arm, i), b = ttaSpread(base, i);
-    if (!(a.all() && b.all() && a.mean > 0)) continue;
-    Speedup s{b.mean / a.mean, i, Noise::kNone};
-    if (&arm == &base) return s;
-    const auto [a0, a1] = crossingWindow(arm, i);
-    const auto [b0, b1] = crossingWindow(base, i);
-    const auto [sa, da] = stepTimeAndSpread(arm);
-    const auto [sb, db] = stepTimeAndSpread(base);
-    if (a0 < b1 && b0 < a1) s.noise = Noise::kEvalInterval;
-    else if (std::abs(sa - sb) <= da + db && (a.n == 1 || b.n == 1)) s.noise = Noise::kStepTime;
-    return s;
-  }
-  return std::nullopt;
-}
-
-RunStats readRun(const std::string& dir, const std::vector<double>& targets) {
-  RunStats r;
-  r.timeToTarget.assign(targets.size(), std::nullopt);
-  r.commFreeToTarget.assign(targets.size(), std::nullopt);
-  r.targetWindowStart.assign(targets.size(), std::nullopt);
-  std::ifstream in(dir + "/tta.jsonl");
-  std::string line;
-  int64_t prevStep = 0, counted = 0;
-  double commCost = 0;  // seconds of communication cost in the steps so far
-  const int64_t every = std::filesystem::exists(dir + "/decisions.jsonl") ? 1 : kVnmseEvery;
-  double vnmseSum = 0;
-  double sum[7] = {0, 0, 0, 0, 0, 0, 0};
-  double prevSeconds = 0;
-  std::vector<std::pair<int64_t, double>> stepRows;  // (steps covered, mean step time) per row
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("breakdown")) continue;
-    const auto& m = j["metrics"];
-    const double metric = m.contains("accuracy")       ? m["accuracy"].get<double>()
-                          : m.contains("mlm_accuracy") ? m["mlm_accuracy"].get<double>()
-                                                       : NAN;
-    const double t = j["train_seconds"].get<double>();
-    const int64_t step = j["step"].get<int64_t>();
-    const int64_t n = std::max<int64_t>(0, step - prevStep);  // steps this row's breakdown covers
-    if (j.contains("vnmse") && j["vnmse"].is_number()) {
-      const int64_t w = measuredSteps(prevStep, step, every);
-      vnmseSum += j["vnmse"].get<double>() * static_cast<double>(w);
-      r.vnmseSteps += w;
-    }
-    prevStep = step;
-    const auto& b = j["breakdown"];
-    const double v[7] = {b.value("step", 0.0),   b.value("compute", 0.0),   b.value("exposed", 0.0),
-                         b.value("encode", 0.0), b.value("decode", 0.0),    b.value("data_wait", 0.0),
-                         b.value("optimizer", 0.0)};
-    for (int k = 0; k < 7; ++k) sum[k] += v[k] * static_cast<double>(n);
-    counted += n;
-    stepRows.emplace_back(n, v[0]);
-    // Encode/decode count in full even where the comm thread overlapped them
-    // with backward: on this 2-core machine that thread takes a core from
-    // compute, and the bound is meant to be optimistic (a lower bound on time).
-    commCost += std::min(v[0], v[2] + v[3] + v[4]) * static_cast<double>(n);
-    for (size_t i = 0; i < targets.size(); ++i)
-      if (!r.timeToTarget[i] && metric >= targets[i]) {
-        r.timeToTarget[i] = t;
-        r.targetWindowStart[i] = prevSeconds;
-        r.commFreeToTarget[i] = std::max(0.0, t - commCost);
-      }
-    prevSeconds = t;
-    r.finalMetric = metric;
-    r.trainSeconds = t;
-    r.commFreeSeconds = std::max(0.0, t - commCost);
-    r.steps = step;
-    r.bytes = j.value("bytes", int64_t{0});
-    r.plan = j.value("plan", std::string());
-    r.ok = true;
-  }
-  if (counted > 0) {
-    double* out[7] = {&r.step, &r.compute, &r.exposed, &r.encode, &r.decode, &r.dataWait, &r.optimizer};
-    for (int k = 0; k < 7; ++k) *out[k] = sum[k] / static_cast<double>(counted);
-    double var = 0;
-    for (const auto& [n, x] : stepRows) var += static_cast<double>(n) * (x - r.step) * (x - r.step);
-    r.stepSd = std::sqrt(var / static_cast<double>(counted));
-  }
-  if (r.vnmseSteps > 0) r.vnmse = vnmseSum / static_cast<double>(r.vnmseSteps);
-  r.ddp = r.plan.rfind("ddp-", 0) == 0;
-  if (std::ifstream f(dir + "/failed"); f) std::getline(f, r.failure);
-  return r;
-}
-
 // "failed (exit status 2)" for an arm with failed runs ("1/2 failed (...)" when
 // not all), or "".
-static std::string failureNote(const ArmStats& a) {
+std::string failureNote(const ArmStats& a) {
   std::vector<std::string> why;
   for (const auto& r : a.runs)
     if (!r.failure.empty()) why.push_back(r.failure);
@@ -307,6 +97,8 @@ static std::string failureNote(const ArmStats& a) {
   const std::string count = why.size() == a.runs.size() ? "" : fmt::format("{}/{} ", why.size(), a.runs.size());
   return fmt::format("**{}failed** ({})", count, fmt::join(why, "; "));
 }
+
+}  // namespace
 
 std::string summaryMarkdown(const SummaryInput& in) {
   const ArmStats* fp16 = find(in, "fp16");

@@ -55,7 +55,7 @@ struct RunStats {
 };
 
 // The trainer measures compression every kVnmseEvery-th step (0-based step %
-// kVnmseEvery == 0; trainer/Trainer.cpp), and every step under the controller.
+// kVnmseEvery == 0; trainer/TrainerImpl.h), and every step under the controller.
 inline constexpr int64_t kVnmseEvery = 10;
 
 // Reads dir/tta.jsonl (a missing file gives ok = false). The metric is

@@ -166,7 +166,7 @@ std::vector<nlohmann::json> expectTheSameStepsOnEveryRank(const std::string& run
   for (const auto& row : jsonLines(runDir + "/tta.jsonl")) {
     const auto step = row["step"].get<int64_t>();
     const std::string plan = kept.at(size_t(step + 1));
-    std::set<std::string> inUse;  // the row's plans, ';'-separated (Trainer.cpp planSummary)
+    std::set<std::string> inUse;  // the row's plans, ';'-separated (trainer/TrainerEvaluation.cpp planSummary)
     std::istringstream keys(row["plan"].get<std::string>());
     for (std::string key; std::getline(keys, key, ';');) inUse.insert(key);
     EXPECT_TRUE(inUse.count(plan)) << "after step " << step << ": the TTA row has " << row["plan"]
