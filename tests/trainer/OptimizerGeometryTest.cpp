@@ -1,5 +1,5 @@
 // Tests of trainer/OptimizerGeometry (the optimizer's per-tensor update
-// factor) and of measureCompression (sync/GradSync.h), which measures the
+// factor) and of measureCompression (sync/CompressionStats.h), which measures the
 // controller's statistics in that geometry and the TTA rows' in the
 // gradient's, in one pass.
 #include "tests/testing/ThreadGroup.h"
