@@ -26,11 +26,8 @@ case "$MODE" in build|run|test) ;; *) echo "usage: $0 [build|run|test]" >&2; exi
 if [ ! -r /etc/debian_version ]; then
   echo "gradzip setup: this script targets Debian 12 (bookworm); /etc/debian_version not found" >&2; exit 1
 fi
+# Root (or sudo) is needed only to install missing packages.
 SUDO=""
-if [ "$(id -u)" != 0 ]; then
-  command -v sudo >/dev/null || { echo "gradzip setup: run as root or install sudo" >&2; exit 1; }
-  SUDO="sudo"
-fi
 
 PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
@@ -44,6 +41,11 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null ||
+      { echo "gradzip setup: missing packages (${missing[*]}): run as root or install sudo" >&2; exit 1; }
+    SUDO="sudo"
+  fi
   echo "installing: ${missing[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
