@@ -8,6 +8,7 @@
 // progress display (a live line on a terminal, plain lines in pipes, one
 // rank's start-up lines). Each asserts the exit code, that the message names
 // the cause, and that nothing is lost or left behind.
+#include "tests/testing/LoopbackListener.h"
 #include "tests/testing/Process.h"
 #include "tests/testing/ThreadGroup.h"
 #include "launch/Launcher.h"
@@ -48,24 +49,7 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// A loopback port where the kernel accepts connections and nothing answers:
-// what a program that is not the rendezvous store (a web server) looks like
-// to the store's client, which speaks first and waits for a reply.
-struct SilentListener {
-  int fd = -1;
-  int port = 0;
-  SilentListener() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 8) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
-  }
-  ~SilentListener() { close(fd); }
-};
+using SilentListener = gradzip::testing::LoopbackListener;
 
 // A 1-rank MLP run of 4 steps on Fashion-MNIST, evaluated and checkpointed
 // every 2 steps, in dir/t.

@@ -5,6 +5,8 @@
 #include "comm/Rendezvous.h"
 #include "util/Error.h"
 
+#include "tests/testing/LoopbackListener.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -22,23 +24,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Holds a listening socket on a free loopback port for the test's lifetime.
-struct BusyPort {
-  int fd = -1;
-  int port = 0;
-  BusyPort() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(fd, 1);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~BusyPort() { close(fd); }
-};
+// A listening socket on a free loopback port for the test's lifetime.
+using BusyPort = gradzip::testing::LoopbackListener;
 
 int freePort() {
   BusyPort p;

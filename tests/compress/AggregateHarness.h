@@ -42,6 +42,14 @@ inline at::Tensor blockyInput(int64_t d, uint64_t seed) {
   return at::randn({d}, gen, at::kFloat).cumsum(0).mul_(scale).div_(std::sqrt(static_cast<double>(d)));
 }
 
+// Every rank's tensor, stacked in rank order.
+inline at::Tensor gatherRanks(comm::Communicator& c, const at::Tensor& t) {
+  std::vector<at::Tensor> out(c.size());
+  for (auto& o : out) o = at::empty_like(t);
+  c.allGather(out, t.contiguous()).wait();
+  return at::stack(out);
+}
+
 inline double vnmse(const at::Tensor& truth, const at::Tensor& estimate) {
   return (truth - estimate).square().sum().item<double>() / truth.square().sum().item<double>();
 }

@@ -3,6 +3,7 @@
 // every rank's own quantised vector), bit-identical results on every rank, the
 // error against the exact mean, and saturation in the all-reduce form (never
 // wraps; the count of saturated coordinates is exact).
+#include "tests/compress/AggregateHarness.h"
 #include "compress/Thc.h"
 
 #include "comm/Collective.h"
@@ -21,13 +22,7 @@
 namespace gradzip::compress {
 namespace {
 
-// Every rank's tensor, stacked in rank order.
-at::Tensor gather(comm::Communicator& c, const at::Tensor& t) {
-  std::vector<at::Tensor> out(c.size());
-  for (auto& o : out) o = at::empty_like(t);
-  c.allGather(out, t.contiguous()).wait();
-  return at::stack(out);
-}
+at::Tensor gather(comm::Communicator& c, const at::Tensor& t) { return gradzip::testing::gatherRanks(c, t); }
 
 at::Tensor rankInput(int rank, int64_t d, uint64_t seed) {
   auto g = at::make_generator<at::CPUGeneratorImpl>(seed + rank);

@@ -3,6 +3,7 @@
 // losses, so (1/n)·Σ_i localApplied_i equals the mean even when the sum
 // saturates, on every collective; and error feedback then keeps the clipped
 // part and sends it later, so Σ_t mean_t + (1/n)·Σ_i e_i = Σ_t (1/n)·Σ_i g_i.
+#include "tests/compress/AggregateHarness.h"
 #include "compress/Thc.h"
 
 #include "comm/Collective.h"
@@ -21,12 +22,7 @@
 namespace gradzip::compress {
 namespace {
 
-at::Tensor gather(comm::Communicator& c, const at::Tensor& t) {
-  std::vector<at::Tensor> out(c.size());
-  for (auto& o : out) o = at::empty_like(t);
-  c.allGather(out, t.contiguous()).wait();
-  return at::stack(out);
-}
+at::Tensor gather(comm::Communicator& c, const at::Tensor& t) { return gradzip::testing::gatherRanks(c, t); }
 
 // Strongly correlated workers (a shared g plus a little private noise): their
 // codes have the same sign, so sums of n codes leave [−L, L] often.
