@@ -77,6 +77,9 @@ void prepareRunDirectory(const TrainConfig& cfg, comm::Communicator& comm, RunSt
   const int rank = comm.rank();
   const fs::path own = fs::path(dir) / fmt::format("rank{}", rank);
   const auto found = earlierResults(dir, rank);
+  // Every rank looks before any rank probes: the write probe below creates
+  // rank<r>/ with a file in it, which rank 0's look would take for results.
+  comm.barrier().wait();
   const std::string why = cannotWrite(own);
 
   auto mine = torch::tensor({found.empty() ? 0.0 : 1.0, why.empty() ? 0.0 : 1.0}, torch::kDouble);
