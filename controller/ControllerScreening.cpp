@@ -49,29 +49,27 @@ Controller::Screened Controller::screenCodec(const Plan& plan) {
   const auto steady = steadyStateBuckets();
   const int64_t calls = std::max<int64_t>(2, opts_.screenReps);
   try {
+    const bool fed = plan.errorFeedback();
     for (int k : large_) {
       // A fresh codec per bucket: an error-feedback residual belongs to one bucket.
       const auto codec = freshCodec(plan);
       auto& c = *codec;
-      const bool fed = plan.errorFeedback();
       // This rank's last local gradient (the aggregated mean would already
       // carry the current plan's rounding).
       const auto& last = sync_.lastInput(k).defined() ? sync_.lastInput(k) : sync_.bucketGradient(k);
       const int64_t d = last.numel();
-      const auto pos = std::find(steady.begin(), steady.end(), k);
-      const bool replay = fed && pos != steady.end();
+      const bool replay = fed && std::find(steady.begin(), steady.end(), k) != steady.end();
       const int64_t reps = replay ? calls : 2;
       for (int64_t rep = 0; rep < reps; ++rep) {
-        const at::Tensor& x = last;
         // Each call a step of its own: shared-seed randomness (THC's
         // rotation and rounding) drawn afresh, as in training, so its errors
         // do not add up coherently in the residual.
         compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(k), 0, k, rep, nullptr};
         // The compressor's input, the residual included (as GradSync measures
         // the running plan), before encode() moves the residual on.
-        const at::Tensor in = c.residual().defined() ? x + c.residual() : x;
+        const at::Tensor in = c.residual().defined() ? last + c.residual() : last;
         const auto t0 = Clock::now();
-        auto p = c.encode(x, ctx);
+        auto p = c.encode(last, ctx);
         at::Tensor y = c.decode(p, d, ctx);
         // The first call builds caches (tables, plans): time the second.
         if (rep == 1) {
