@@ -12,19 +12,14 @@
 // plus the training time the run spent beyond its steps until then (the
 // controller's probes, charged start and explorations). The pick's
 // statistics choose it (the knee over predicted step and statistical cost,
-// as the controller's) but do not rescale its steps, because the steps the
-// runs measured do not follow them: on 20 paired seeds fp16 needed 12% fewer
-// steps to 0.83 than TopKC 2-bit and 10% fewer than TopK 3.3%, those two
-// level, and TopK 0.4% (vNMSE 0.96) took 12% more than fp16
-// (controller/ControllerOptions.h `stat`), where steps in proportion to 1 + the
-// statistical cost (EF-SGD's bound, Karimireddy et al. 2019 Thm II: its noise
-// term grows by 1 + 8γL(1 − δ)/δ², the ef_rate cost) give TopK 3.3% 1.3-1.5x
-// and TopK 0.4% ~19x fp16's steps, and 1/gain (the flexible-communication
-// paper's charge; 1/(1 − vNMSE) for TopK, a projection) TopK 3.3% 3.7-4.8x
-// (its screened vNMSE 0.73-0.79): error feedback leaves the steps of these plans within
-// ~15% of each other. So a TTA from a run trained on fp16 errs short by up to
-// ~12% for an error-feedback pick, and one from a sparse run long by as much
-// for an fp16 pick.
+// as the controller's) but do not rescale its steps: with error feedback the
+// measured steps to a target stay close across plans, far closer than steps
+// in proportion to 1 + the statistical cost (EF-SGD's bound, Karimireddy et
+// al. 2019 Thm II: its noise term grows by 1 + 8γL(1 − δ)/δ², the ef_rate
+// cost) or to 1/gain (the flexible-communication paper's charge) would make
+// them. So a TTA carries the source run's steps, and errs by the difference
+// in steps between its plan and the pick (experiments/results/simulate.md,
+// "Steps are not rescaled").
 // Validation: for other `auto` runs (e.g. N = 2 and 4 on emulated links), the
 // step time predicted for each plan they settled on, from their probed α, β,
 // world size and compute time, against the step time they then measured (the

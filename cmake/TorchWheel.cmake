@@ -5,7 +5,13 @@
 # The wheel's own TorchConfig.cmake insists on a CUDA toolkit because the wheel is
 # a CUDA build, so the CPU build links the two libraries directly (DESIGN.md §2).
 
-set(GRADZIP_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
+# Under pip (scikit-build-core), the interpreter pip runs: its environment's torch.
+if(SKBUILD AND DEFINED Python_EXECUTABLE)
+  set(_gradzip_python "${Python_EXECUTABLE}")
+else()
+  set(_gradzip_python "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+endif()
+set(GRADZIP_PYTHON "${_gradzip_python}" CACHE FILEPATH
     "Python interpreter of the virtual environment holding the pinned torch wheel")
 if(NOT EXISTS "${GRADZIP_PYTHON}")
   message(FATAL_ERROR "gradzip: ${GRADZIP_PYTHON} not found. Run scripts/setup.sh first "

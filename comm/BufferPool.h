@@ -1,8 +1,8 @@
 // A small cache of tensors that the point-to-point collectives reuse across
 // calls. Fresh multi-megabyte allocations cost more than the collective itself
-// on CPU: every page is faulted in on first touch (16 MiB: ~10 ms against ~1 ms
-// for copying into memory already mapped), while c10d's all-reduce works in
-// place. A buffer handed out is reused only once nothing but the pool refers
+// on CPU: every page is faulted in on first touch, several times the cost of
+// copying into memory already mapped (experiments/results/collectives.md,
+// "Buffer reuse"), while c10d's all-reduce works in place. A buffer handed out is reused only once nothing but the pool refers
 // to its storage (the caller dropped every tensor and view of it), so results
 // returned to callers are never overwritten behind their back.
 #pragma once

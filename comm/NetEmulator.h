@@ -10,15 +10,15 @@
 // by polling a progress callback (the training epoch) for one in epochs.
 //
 // Latency: this kernel has no netem, so there is no tc delay or loss. gradzip
-// emulates latency by delaying each send inside its own collectives
-// (Communicator::setSendDelay); the α-β cost model extends results to other
-// latencies. Say which one a result used.
+// emulates latency inside its communicator, one delay per message round of
+// every plan, the engine's collectives included (Communicator::setSendDelay);
+// the α-β cost model extends results to other latencies. Say which one a
+// result used.
 //
 // Rates are of Ethernet frames as tc counts them: TCP over a 1500-byte MTU
 // carries 1448 payload bytes per 1514-byte frame, so application goodput is
-// about 95.6% of the configured rate. Measured TCP goodput with the default 1 ms
-// bucket (bound in brackets): 9.57 (9.56) at 10, 47.7 (47.8) at 50, 190.2
-// (191.3) at 200, 930.5 (956.4) at 1000 Mbit/s.
+// about 95.6% of the configured rate (the goodput measured against that bound:
+// experiments/results/network_emulation.md, "Goodput").
 //
 // Names derive from a per-process, per-instance prefix "gz<pid>-<k>-" so
 // concurrent runs never collide; cleanup() deletes every link and namespace this
@@ -49,9 +49,9 @@ struct NetEmulatorOptions {
   int mtu = 1500;
   // tbf bucket size as time at the configured rate (at least 4 frames). A
   // bucket lets its size through at line speed, which bends t(M) = α + Mβ for
-  // messages near it (with 4 ms at 50 Mbit/s the probe fitted 77 instead of 50),
-  // so keep it small: 1 ms stays within 1% of the frame-rate bound up to 200
-  // Mbit/s and 3% at 1000; 0.5 ms loses half the rate at 1000 Mbit/s.
+  // messages near it and misleads the probe, so keep it small; 1 ms, because
+  // much smaller buckets lose rate at 1000 Mbit/s
+  // (experiments/results/network_emulation.md, "Bucket size").
   double burstMillis = 1.0;
   // tbf queue bound, as the longest time a packet may wait (tc "latency").
   double queueMillis = 50.0;

@@ -8,7 +8,9 @@
 // loaded host), the probe bounds the zero term from the smallest or largest
 // size instead and warns. Rank 0 decides and broadcasts the result, so every
 // rank holds identical numbers. The injected send delay of the communicator
-// (latency emulation) is part of what is measured.
+// (latency emulation) is part of what is measured: one delay per message, so
+// the probed α is the delay the engine's collectives pay per round too
+// (Communicator::setSendDelay).
 //
 // Cost is bounded: rank 0 predicts each size's round trip from what it has
 // measured so far and stops before the larger sizes once they would overrun
@@ -63,10 +65,10 @@ NetworkParams probe(Communicator& comm, const ProbeOptions& opts = {});
 // the median over the peers), opts.warmup untimed and up to opts.maxRepeats
 // timed round trips within opts.budgetSeconds. One size instead of a fit of
 // two: on a token-bucket shaped link the two sizes' transfers are
-// rate-limited once the bucket is empty, which took 0.31 s at 5 Mbit/s
-// (1 and 4 KB, schedule_c1's step-238 decisions) to find α; an 8-byte
-// message passes in a few bytes' time at any rate, so its half round trip is
-// the latency term itself (a slight overestimate by that transfer).
+// rate-limited once the bucket is empty, which makes finding α slow on a slow
+// link (experiments/results/controller.md, "Notes to the table", note 23); an
+// 8-byte message passes in a few bytes' time at any rate, so its half round
+// trip is the latency term itself (a slight overestimate by that transfer).
 // Collective (every rank calls it with the same options); size() >= 2
 // (UserError otherwise); the result is identical on every rank.
 inline constexpr int64_t kLatencyProbeBytes = 8;

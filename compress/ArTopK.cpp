@@ -2,7 +2,7 @@
 #include "compress/ArTopK.h"
 
 #include "compress/FloatWire.h"
-#include "compress/TopKSelect.h"
+#include "compress/kernels/TopKSelect.h"
 #include "util/Error.h"
 
 #include <algorithm>

@@ -3,8 +3,8 @@
 #include "compress/Compressor.h"
 
 #include "comm/Reduction.h"
-#include "compress/CounterRng.h"
-#include "compress/SimdKernels.h"
+#include "compress/kernels/CounterRng.h"
+#include "compress/kernels/SimdKernels.h"
 #include "util/Error.h"
 
 #include <fmt/ranges.h>

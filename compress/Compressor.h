@@ -132,7 +132,7 @@ class Compressor {
 // CPU or CUDA, all finite. Throws UserError naming the compressor and the cause.
 void checkGradient(const at::Tensor& x, const std::string& who);
 // checkGradient without the finiteness scan, for kernels that fuse that scan
-// into their own pass over x (compress/SimdKernels.h); they must then call
+// into their own pass over x (compress/kernels/SimdKernels.h); they must then call
 // requireFinite with its result before anything derived from x leaves them.
 void checkGradientLayout(const at::Tensor& x, const std::string& who);
 // Throws checkGradient's UserError for non-finite input unless `finite`.

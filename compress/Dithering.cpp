@@ -1,9 +1,9 @@
 // Implements compress/Dithering.h.
 #include "compress/Dithering.h"
 
-#include "compress/BitPack.h"
-#include "compress/CounterRng.h"
 #include "compress/ShardedExchange.h"
+#include "compress/kernels/BitPack.h"
+#include "compress/kernels/CounterRng.h"
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>

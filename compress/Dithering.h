@@ -13,7 +13,7 @@
 // fall below the first level 1/s, and the variance grows as √d (Lemma 3.1:
 // ω = min(d/s², √d/s)), so with buckets ω is that of d = B.
 // Wire: k = ceil(d/B) float32 norm headers, then per coordinate a sign bit and
-// a level index of ceil(log2(s+1)) bits, packed (compress/BitPack.h):
+// a level index of ceil(log2(s+1)) bits, packed (compress/kernels/BitPack.h):
 //   bits/coordinate = 8·(4k + ceil(d·(1 + ceil(log2(s+1)))/8)) / d exactly.
 // Aggregation (not summable: each worker has its own norm), two forms:
 //  "allgather" (default): every rank receives every rank's message, decodes

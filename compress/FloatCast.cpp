@@ -2,7 +2,7 @@
 #include "compress/FloatCast.h"
 
 #include "compress/FloatWire.h"
-#include "compress/SimdKernels.h"
+#include "compress/kernels/SimdKernels.h"
 #include "util/Error.h"
 
 #include <cstring>

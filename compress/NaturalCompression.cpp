@@ -1,12 +1,12 @@
 // Implements compress/NaturalCompression.h: the bit-level C_nat, its 8-bit wire
 // code, and the parameter-server and all-gather aggregations (the loops over
-// whole buffers are in compress/NaturalKernels.cpp).
+// whole buffers are in compress/kernels/NaturalKernels.cpp).
 #include "compress/NaturalCompression.h"
 
-#include "compress/CounterRng.h"
-#include "compress/NaturalKernels.h"
 #include "compress/ShardedExchange.h"
-#include "compress/SimdKernels.h"
+#include "compress/kernels/CounterRng.h"
+#include "compress/kernels/NaturalKernels.h"
+#include "compress/kernels/SimdKernels.h"
 #include "util/Error.h"
 
 #include <ATen/Parallel.h>

@@ -20,8 +20,8 @@
 // else from the options' deployment.
 #pragma once
 
-#include "compress/AesNoise.h"
 #include "compress/Compressor.h"
+#include "compress/kernels/AesNoise.h"
 #include "util/Yaml.h"
 
 #include <cstdint>
@@ -47,7 +47,7 @@ float naturalRoundNearest(float t);
 uint8_t naturalEncode(float t, uint64_t rnd, bool stochastic, bool* clipped = nullptr);
 float naturalDecode(uint8_t code);
 // The randomness of coordinate i in stream `seed`: 32-bit word i mod 4 of
-// noise block i / 4 (compress/AesNoise.h: two AES rounds over splitmix64's
+// noise block i / 4 (compress/kernels/AesNoise.h: two AES rounds over splitmix64's
 // states).
 inline uint64_t naturalNoise(uint64_t seed, uint64_t i) { return aesnoise::word(seed, i); }
 // The code as an exact integer in units of 2^−50: ±2^(e+50), or 0.

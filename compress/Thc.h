@@ -1,7 +1,7 @@
 // THC, Tensor Homomorphic Compression (THC paper Alg. 1–3), in two deployments.
 //
 // Common pipeline (Alg. 3): one all-reduce MAX of the workers' (block) norms l;
-// R_i = RHT(x_i) with the shared ±1 diagonal (compress/Hadamard.h, zero padding
+// R_i = RHT(x_i) with the shared ±1 diagonal (compress/kernels/Hadamard.h, zero padding
 // to a power of two, orthonormal); range M = t_p·l/sqrt(B), m = −M (§5.2,
 // t_p = Φ⁻¹(1−p/2)); clamp R_i to [m, M]; stochastic quantisation with the
 // worker's private noise; the mean is RHT⁻¹ of the decoded aggregate. The
@@ -14,13 +14,13 @@
 // of a co-located sharded parameter server (compress/ShardedExchange.h); an
 // owner looks them up, adds the integers (range ⟨n·g+1⟩) and returns the sums
 // packed in w = ceil(log2(n·g+1)) bits, so nothing can overflow. The codec's
-// passes after the rotation are the fused tiles of compress/ThcTableKernels.h.
+// passes after the rotation are the fused tiles of compress/kernels/ThcTableKernels.h.
 //
 // deployment "allreduce" (end-to-end-utility paper §3.2.2): partial rotation
 // (blocks of 2^rotation_block_log2, each with its own range), uniform SQ to
 // signed zero-centred codes in [−L, L], L = 2^(q−1)−1 (q = bits), aggregated by
 // the saturating add in b-bit fields (b = aggregation_bits, default q) at every hop of a ring/tree/ps collective on packed
-// words (compress/SaturatingPackedSum.h); Aggregated::saturated counts the clip
+// words (compress/kernels/SaturatingPackedSum.h); Aggregated::saturated counts the clip
 // events summed over all ranks' combines (= the number of saturated
 // coordinates when each coordinate clips at most once, e.g. n = 2). What the
 // clips removed is part of localApplied: a rank's combines record s − Sat(s)
@@ -39,8 +39,8 @@
 #pragma once
 
 #include "compress/Compressor.h"
-#include "compress/Hadamard.h"
-#include "compress/ThcTableKernels.h"
+#include "compress/kernels/Hadamard.h"
+#include "compress/kernels/ThcTableKernels.h"
 #include "util/Yaml.h"
 
 #include <memory>
@@ -139,7 +139,7 @@ class Thc : public Compressor {
   // T(0..2^b−1) for b bits and granularity g (the uniform table for the uniform variant).
   std::vector<int> tableValues(int b, int g) const;
   // ps, Alg. 2 lines 7–11: R = RHT(x) into rotated_, then its packed b-bit
-  // table indices for `range` (compress/ThcTableKernels.h).
+  // table indices for `range` (compress/kernels/ThcTableKernels.h).
   at::Tensor rotateQuantizePs(const at::Tensor& x, const at::Tensor& range, const RandomizedHadamard& rht, int n,
                               Context& ctx);
   // ps: RHT⁻¹ of rotated_ (overwritten) into a float32 [d] tensor (`cache` reused when free).

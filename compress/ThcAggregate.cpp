@@ -3,12 +3,12 @@
 // uplink, integer lookup-and-add at the shard owner, w-bit packed downlink) and
 // the all-reduce deployment (end-to-end-utility §3.2.2: saturating b-bit sums
 // on packed words through a comm::Collective).
-#include "compress/BitPack.h"
-#include "compress/SaturatingPackedSum.h"
+#include "compress/kernels/BitPack.h"
+#include "compress/kernels/SaturatingPackedSum.h"
 #include "compress/ShardedExchange.h"
 #include "compress/Thc.h"
-#include "compress/ThcKernels.h"
-#include "compress/ThcTableKernels.h"
+#include "compress/kernels/ThcKernels.h"
+#include "compress/kernels/ThcTableKernels.h"
 #include "compress/ThcTable.h"
 #include "util/Error.h"
 

@@ -3,7 +3,7 @@
 #include "compress/TopK.h"
 
 #include "compress/FloatWire.h"
-#include "compress/TopKSelect.h"
+#include "compress/kernels/TopKSelect.h"
 #include "util/Error.h"
 
 #include <algorithm>

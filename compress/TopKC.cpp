@@ -3,7 +3,7 @@
 #include "compress/TopKC.h"
 
 #include "compress/FloatWire.h"
-#include "compress/SimdKernels.h"
+#include "compress/kernels/SimdKernels.h"
 #include "util/Error.h"
 
 #include <algorithm>

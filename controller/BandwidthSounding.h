@@ -19,7 +19,7 @@
 // collectives, which the ratio detector watches. β from a sounding is the ring all-reduce cost solved
 // for β (flexible-communication paper Table I: t = 2(N−1)α + 2(N−1)/N·M·β).
 // This class holds that logic; the controller runs the collectives
-// (controller/Controller.cpp, controller/ControllerDecision.cpp).
+// (controller/LinkEstimator.h).
 #pragma once
 
 #include <cstdint>

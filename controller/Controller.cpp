@@ -1,19 +1,25 @@
 // Implements controller/Controller.h: construction, start-up (α, β), the plan in
-// force, each step's bookkeeping, and checkpointing. The triggers are in
-// controller/ControllerTriggers.cpp; the decision's steps in
+// force, each step's bookkeeping and trigger check, and checkpointing. The
+// parts keep their own state: controller/LinkEstimator.h (α, β, soundings),
+// controller/Triggers.h (phase, drift triggers, verdicts),
+// controller/Screening.h, controller/RecentSteps.h and
+// controller/DecisionLog.h. A decision's steps are in
 // controller/ControllerDecision.cpp and the files it names.
 #include "controller/Controller.h"
 
 #include "controller/ControllerDetail.h"
 #include "controller/ControllerState.h"
+#include "controller/DecisionLog.h"
+#include "controller/LinkEstimator.h"
+#include "controller/RecentSteps.h"
+#include "controller/Screening.h"
+#include "controller/Triggers.h"
 
 #include "comm/CostModel.h"
-#include "comm/NetworkProbe.h"
-#include "compress/CounterRng.h"
 #include "compress/Factory.h"
+#include "compress/kernels/CounterRng.h"
 #include "controller/Pareto.h"
 #include "controller/PlanCost.h"
-#include "util/RunLogs.h"
 #include "util/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -22,42 +28,35 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <tuple>
 
 namespace gradzip::trainer {
 using namespace detail;  // controller/ControllerDetail.h
 
-Controller::Controller(ControllerOptions opts, comm::Communicator& comm, GradSync& sync, std::string runDir)
+namespace {
+// The buckets the controller decides for: those of at least small_bucket_kb,
+// or every bucket where all are small (deciding for all rather than none).
+std::vector<int> largeBuckets(const SyncedBuckets& sync, const ControllerOptions& opts) {
+  std::vector<int> large;
+  for (int k = 0; k < sync.numBuckets(); ++k)
+    if (sync.bucketNumel(k) * 4 >= opts.smallBucketKb * 1024) large.push_back(k);
+  if (large.empty())
+    for (int k = 0; k < sync.numBuckets(); ++k) large.push_back(k);
+  return large;
+}
+}  // namespace
+
+Controller::Controller(ControllerOptions opts, comm::Communicator& comm, SyncedBuckets& sync, std::string runDir)
     : opts_(std::move(opts)),
       comm_(comm),
       sync_(sync),
-      runDir_(std::move(runDir)),
       candidates_(makeCandidates(opts_)),
-      netDrift_(opts_.networkDrift, kSmoothing, kCalibration),
-      gainDrift_(opts_.gainDrift, kSmoothing, kCalibration),
-      stepDrift_(opts_.networkDrift, kSmoothing, kCalibration),
-      sounding_(2 * opts_.networkDrift) {
-  for (int k = 0; k < sync_.numBuckets(); ++k)
-    if (sync_.bucketNumel(k) * 4 >= opts_.smallBucketKb * 1024) large_.push_back(k);
-  if (large_.empty()) {
-    // Every bucket is small: decide for all of them rather than for none.
-    for (int k = 0; k < sync_.numBuckets(); ++k) large_.push_back(k);
-  }
+      large_(largeBuckets(sync_, opts_)),
+      log_(std::make_unique<DecisionLog>(std::move(runDir), comm_.rank())),
+      link_(std::make_unique<LinkEstimator>(opts_, comm_, *log_, large_.size())),
+      triggers_(std::make_unique<Triggers>(opts_, comm_)),
+      recent_(std::make_unique<RecentSteps>()),
+      screening_(std::make_unique<Screening>(opts_, candidates_, large_, sync_, comm_.size())) {
   active_ = opts_.pin ? *opts_.pin : opts_.initial;
-  const std::string dir = fmt::format("{}/rank{}", runDir_, comm_.rank());
-  std::filesystem::create_directories(dir);
-  // What the logs held before this process (a resumed run's earlier part):
-  // resumed() drops what start() wrote since, which repeats it.
-  for (auto [log, name, size] : {std::tuple{&planLog_, "plans", &planLogBytes_},
-                                 std::tuple{&undoneLog_, "undone", &undoneLogBytes_}}) {
-    const std::string path = fmt::format("{}/{}.jsonl", dir, name);
-    std::error_code ec;
-    const auto bytes = std::filesystem::file_size(path, ec);
-    *size = ec ? 0 : bytes;
-    log->open(path, std::ios::app);
-    GZ_CHECK(log->good(), "cannot write {}", path);
-  }
   spdlog::info("controller: {} candidate plans over {}; deciding for {} of {} buckets{}", candidates_.size(),
                fmt::join(opts_.families, ", "), large_.size(), sync_.numBuckets(),
                opts_.pin ? fmt::format(" (pinned to {})", opts_.pin->key()) : "");
@@ -74,17 +73,16 @@ Controller::~Controller() {
   }
 }
 
-std::unique_ptr<compress::Compressor> Controller::freshCodec(const Plan& plan) const {
-  return plan.makeCompressor();
-}
+const comm::NetworkParams& Controller::network() const { return link_->network(); }
 
 double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::AlphaBetaSample* out) {
   const int64_t d = sync_.bucketNumel(bucket);
   // A fresh codec that has encoded the bucket once: a shape-aware codec
   // sizes its payload from the bucket's layout. Without it PowerSGD would be
   // counted dense, and the network detector, seeing its collectives far
-  // faster than predicted, would refit the link from them.
-  const auto codec = freshCodec(plan);
+  // faster than predicted, would refit the link from them. Never the
+  // buckets' own codec: sizing must leave training's state alone.
+  const auto codec = plan.makeCompressor();
   try {
     const auto& x = sync_.lastInput(bucket).defined() ? sync_.lastInput(bucket) : sync_.bucketGradient(bucket);
     compress::Context ctx{local_, nullptr, plan.collective, sync_.bucketLayout(bucket), 0, bucket, 0, nullptr};
@@ -97,34 +95,13 @@ double Controller::commCoefficientsFor(int bucket, const Plan& plan, comm::Alpha
   return bits;
 }
 
-int64_t Controller::broadcastInt(int64_t value) {
-  auto t = torch::full({1}, value, torch::kLong);
-  comm_.broadcast(t, 0).wait();
-  return t.item<int64_t>();
-}
-
-void Controller::writeDecision(const std::string& json) {
-  if (comm_.rank() != 0) return;
-  std::ofstream f(runDir_ + "/decisions.jsonl", std::ios::app);
-  f << json << "\n";
-  GZ_CHECK(f.good(), "cannot append to {}/decisions.jsonl", runDir_);
-}
-
 double Controller::start(int64_t step) {
   const auto t0 = Clock::now();
   comm::NetworkParams probed;
-  if (comm_.size() >= 2) {
-    // α only: β from the first steps' collectives (settleBeta). The full
-    // probe's megabyte round trips take seconds on a slow link; the initial
-    // plan's collectives measure the link for free, and a token-bucket shaper
-    // lets the probe's messages through at line rate up to its burst anyway.
-    net_ = probed = comm::probe(comm_, quickProbe(opts_.probe));
-    net_.beta = NAN;
-    betaPending_ = true;
-  }
+  if (comm_.size() >= 2) probed = link_->probeAlpha();
   nlohmann::json rec{{"step", step},
                      {"event", "start"},
-                     {"alpha", net_.alpha},
+                     {"alpha", link_->network().alpha},
                      {"beta", nullptr},
                      {"world_size", comm_.size()},
                      {"candidates", candidates_.size()},
@@ -144,18 +121,19 @@ double Controller::start(int64_t step) {
         comm_.rank() == 0 && sync > opts_.sparseStartAbove
             ? BandwidthSounding::bytesFor(1.0, kSparseSoundSeconds, probed.beta, comm_.size())
             : 0;
-    sparseSoundBytes_ = broadcastInt(bytes);
+    link_->setSparseStart(broadcastInt(comm_, bytes));
+    const int64_t sparseBytes = link_->sparseStartBytes();
     rec["initial_sync_predicted"] = sync;  // rank 0's, what sparse_start_above is compared with
-    if (sparseSoundBytes_ > 0) {
+    if (sparseBytes > 0) {
       rec["sparse_start"] = {{"plan", opts_.sparseStartPlan.key()},
                              {"probe_mbit", comm::bandwidthBitsPerSec(probed) / 1e6},
-                             {"sounding_bytes", sparseSoundBytes_}};
+                             {"sounding_bytes", sparseBytes}};
       sparseNote = fmt::format(" (sparse start: {} would sync {:.2f} s a step at the probe's {:.1f} Mbit/s; the "
                                "steps before the provisional step run {})",
                                active_.key(), sync, comm::bandwidthBitsPerSec(probed) / 1e6,
                                opts_.sparseStartPlan.key());
       active_ = opts_.sparseStartPlan;
-      betaFrom = fmt::format("{} all-reduces of {} KB at step {}", kSparseSoundings, sparseSoundBytes_ / 1024,
+      betaFrom = fmt::format("{} all-reduces of {} KB at step {}", kSparseSoundings, sparseBytes / 1024,
                              step + kStartBetaSteps);
     }
   }
@@ -166,15 +144,15 @@ double Controller::start(int64_t step) {
   rec["plan"] = active_.key();
   rec["beta_from"] = betaFrom;
   rec["seconds"] = since(t0);
-  writeDecision(rec.dump());
+  log_->write(rec);
   if (comm_.size() >= 2)
-    spdlog::info("controller: probed α = {:.1f} µs in {:.2f} s; β from {}{}", net_.alpha * 1e6, since(t0), betaFrom,
-                 sparseNote);
+    spdlog::info("controller: probed α = {:.1f} µs in {:.2f} s; β from {}{}", link_->network().alpha * 1e6, since(t0),
+                 betaFrom, sparseNote);
   return since(t0);
 }
 
 bool Controller::provisionalAhead() const {
-  return !opts_.pin && phase_ == Phase::Warmup && opts_.provisionalStep > 0 &&
+  return !opts_.pin && triggers_->phase() == Phase::Warmup && opts_.provisionalStep > 0 &&
          opts_.provisionalStep < opts_.warmupSteps;
 }
 
@@ -182,7 +160,6 @@ double Controller::begin(int64_t step, ControlledLoop& loop) {
   if (comm_.size() < 2 || !opts_.provisionalRewind || !provisionalAhead() || step >= opts_.provisionalStep) return 0;
   rewindSince_ = Clock::now();  // the snapshot is inside what a rewind charges
   rewindState_ = loop.snapshot();
-  rewindKeys_ = sync_.compressorKeys();
   rewindStep_ = step;
   return since(rewindSince_);
 }
@@ -198,53 +175,60 @@ void Controller::applyPlan(const Plan& large, int64_t step, bool log) {
     bits += commCoefficientsFor(k, large, &activeCoef_.back()) * double(sync_.bucketNumel(k));
     total += sync_.bucketNumel(k);
   }
-  // Latency-bound: the plan's collectives move less than half a sounding a
-  // step, so on a shaped link they may fit in the token bucket's burst and
-  // not show its rate. Denser plans' collectives do, through the ratio
-  // detector (which keeps watching latency-bound plans too).
   double planBytes = 0;
   for (const auto& c : activeCoef_) planBytes += c.betaBytes;
-  latencyBound_ = planBytes < 0.5 * double(BandwidthSounding::periodicBytes(comm_.size()));
-  if (log) {
-    planLog_ << nlohmann::json{{"step", step}, {"plan", large.key()}, {"bits", bits / double(std::max<int64_t>(1, total))}}
-                    .dump()
-             << "\n";
-    planLog_.flush();
-  }
+  link_->planApplied(planBytes);
+  if (log) log_->plan(step, large.key(), bits / double(std::max<int64_t>(1, total)));
   planSteps_ = 0;
   resetMeasurements();
 }
 
-void Controller::logUndone(int64_t step, const std::string& plan, int64_t steps, const char* by) {
-  if (steps <= 0) return;
-  undoneLog_ << nlohmann::json{{"step", step}, {"plan", plan}, {"steps", steps}, {"by", by}}.dump() << "\n";
-  undoneLog_.flush();
-}
-
-void Controller::addTimings(OverlapTimings& into) {
-  // Every step: the scratch vectors keep their capacity (no allocation).
-  auto& [handover, busy, work] = timingScratch_;
-  handover.clear();
-  busy.clear();
-  work.clear();
-  for (int k = 0; k < sync_.numBuckets(); ++k) {
-    const auto& bd = sync_.lastBreakdown(k);
-    handover.push_back(bd.handover);
-    busy.push_back(bd.busy);
-    work.push_back(bd.encode + bd.communicate + bd.decode);
-  }
-  into.add(handover, busy, work, sync_.lastBackwardEnd());
-}
-
-double Controller::statCost(const CompressionStats& s, const Plan& plan, double floor) const {
-  if (!(s.inputSq > 0)) return INFINITY;
-  return std::max(floor, statisticalCost(opts_, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq));
+void Controller::resetMeasurements() {
+  recent_->clear();
+  triggers_->measureAfresh();
+  link_->resetSoundings();
 }
 
 void Controller::refreshGeometry() {
   if (comm_.rank() != 0 || opts_.geometry != "optimizer" || !geometry_) return;
   sync_.setStatScale(geometry_);
   geometryRefreshed_ = true;
+}
+
+void Controller::observe(const StepMeasure& m) {
+  ++observedSteps_;
+  ++planSteps_;
+  CompressionStats stats;
+  double observed = 0, predicted = 0;
+  for (size_t i = 0; i < large_.size(); ++i) {
+    stats += sync_.lastWeightedStats(large_[i]);
+    const auto& bd = sync_.lastBreakdown(large_[i]);
+    if (!(bd.communicate > 0)) continue;
+    comm::AlphaBetaSample c = activeCoef_[i];  // fixed while the plan is (applyPlan)
+    c.seconds = bd.communicate;
+    link_->observe(c);
+    observed += bd.communicate;
+    predicted += planSeconds(c, link_->network());
+  }
+  // recent_ holds the steps since the last decision (resetMeasurements).
+  recent_->add(m, observed, stats, sync_);
+  const CompressionStats& onPlan = recent_->stats();
+  const double kept = double(std::max<size_t>(1, recent_->size()));
+  Triggers::Observation o;
+  o.step = m.step;
+  o.compute = m.compute;
+  o.observedComm = observed;
+  o.predictedComm = predicted;
+  o.gain = stats.inputSq > 0 ? stats.appliedSq / stats.inputSq : NAN;
+  o.planGain = onPlan.inputSq > 0 ? onPlan.appliedSq / onPlan.inputSq : 0;
+  o.meanStep = recent_->stepSeconds() / kept;
+  o.meanComm = recent_->commSeconds() / kept;
+  const auto seen = triggers_->observe(o);
+  if (seen.driftBegan) link_->restartFit();
+  // The follow-up counts the steps after the network trigger's calibration
+  // (kCalibration steps on the new plan): the plan's own level by then.
+  if (seen.watching && followup_.add(m.step, m.exposed, opts_.followupSteps))
+    log_->write(followup_.record(active_.key()));
 }
 
 double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop& loop) {
@@ -261,16 +245,13 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // follows the optimizer's first step.
   if (!geometryRefreshed_ || step % kGeometryEvery == 0) refreshGeometry();
   const bool provisionalNow = step == opts_.provisionalStep && provisionalAhead();
-  if (betaPending_ && observedSteps_ >= kStartBetaSteps) {
+  if (link_->betaPending() && observedSteps_ >= kStartBetaSteps) {
     // Rank 0 starts the provisional step's screening on one thread while β
     // is measured: the sparse start's soundings wait on the link, and the
     // other core stays free for the ranks' network threads. After the geometry:
     // the screening reads its weights.
-    if (provisionalNow && comm_.rank() == 0 && opts_.screenThreads >= 2) {
-      provisionalScreens_.clear();
-      screenAhead(provisionalScreens_, "", 1);
-    }
-    settleBeta(step);
+    if (provisionalNow && comm_.rank() == 0 && opts_.screenThreads >= 2) screening_->startProvisional(1);
+    link_->settleBeta(step, observedSteps_);
   }
   if (provisionalNow) return provisional(step, m, loop, since(entry));
   if (step < opts_.warmupSteps || step % opts_.checkEvery != 0) return since(entry);
@@ -280,21 +261,16 @@ double Controller::afterStep(int64_t step, const StepMeasure& m, ControlledLoop&
   // after the observations that call it, and no check waits for the slower
   // rank to finish its step; waiting for it at every step costs a share of
   // the step on a slow link (experiments/results/controller_ablation.md, "A
-  // sparse start and a pipelined trigger check"). The first decision needs no verdict: every
-  // rank knows it is due.
-  int64_t reason = kNone, soundBytes = 0;
-  if (verdictPending_) {
-    verdictWork_.wait();
-    verdictPending_ = false;
-    const int64_t* v = verdict_.data_ptr<int64_t>();
-    reason = v[0];
-    soundBytes = v[1];
-    betaSteps_ = v[2];
-  }
-  if (phase_ != Phase::Decided) reason = kInitial;
-  if (soundBytes > 0) sound(step, soundBytes);
-  if (reason != kNone) decide(step, reasonName(reason), loop);
-  sendVerdict(step);
+  // sparse start and a pipelined trigger check").
+  const auto verdict = triggers_->receive();
+  if (verdict.soundBytes > 0) link_->sound(step, verdict.soundBytes, active_.key());
+  if (verdict.reason != kNone) decide(step, reasonName(verdict.reason), loop);
+  // A sounding is due only once a decision has run, while the plan's steps
+  // since then give its mean step.
+  const bool soundable = comm_.rank() == 0 && !opts_.pin && triggers_->phase() == Phase::Decided && !recent_->empty();
+  const int64_t soundBytes =
+      soundable ? link_->soundingDue(step, recent_->stepSeconds() / double(recent_->size())) : 0;
+  triggers_->send(step, lastDecision_, link_->soundTriggered(), soundBytes);
   return since(entry);
 }
 
@@ -310,64 +286,38 @@ void Controller::measureNoiseScale(int64_t step) {
   const double seconds = since(t0);
   noise_.add(e);
   if (comm_.rank() != 0) return;
-  writeDecision(nlohmann::json{{"step", step},
-                               {"event", "noise"},
-                               {"batch", batch_},
-                               {"world_size", comm_.size()},
-                               {"samples", kNoiseSample},
-                               {"grad_sq", e.gradSq},
-                               {"trace", e.trace},
-                               {"b_simple", noise_.bSimple()},
-                               {"seconds", seconds}}
-                    .dump());
+  log_->write({{"step", step},
+               {"event", "noise"},
+               {"batch", batch_},
+               {"world_size", comm_.size()},
+               {"samples", kNoiseSample},
+               {"grad_sq", e.gradSq},
+               {"trace", e.trace},
+               {"b_simple", noise_.bSimple()},
+               {"seconds", seconds}});
 }
 
-void Controller::finish() {
-  if (!verdictPending_) return;
-  verdictPending_ = false;
-  verdictWork_.wait();
-}
+void Controller::finish() { triggers_->finish(); }
 
 void Controller::save(torch::serialize::OutputArchive& ar) const {
   ControllerState st;
   st.plan = active_.key();
-  st.decided = phase_ == Phase::Decided;
   st.lastDecision = lastDecision_;
   st.decisions = decisions_;
-  st.alpha = net_.alpha;
-  st.beta = net_.beta;
-  st.provisionalDone = phase_ != Phase::Warmup;
+  st.alpha = link_->network().alpha;
+  st.beta = link_->network().beta;
   // Without the step-time references a resumed run would not watch its step
   // time until the next decision; without the steps on the plan, the
   // measured-references flag and the backoff it would price its running plan
   // at the screened floor for min_interval more steps and wait out
   // network_interval on a slowdown it would have acted on at once.
-  st.stepArmed = stepTrigger_.watching();
-  st.stepReference = stepDrift_.reference();
-  st.syncReference = syncRef_;
+  triggers_->save(st);
   st.planSteps = planSteps_;
-  st.measuredRefs = measuredRefs_;
-  st.networkBackoff = networkBackoff_;
   st.noise = noise_.sums();
   st.save(ar);
 }
 
-void Controller::resumed(int64_t step) {
-  for (auto [log, name, size] : {std::tuple{&planLog_, "plans", planLogBytes_},
-                                 std::tuple{&undoneLog_, "undone", undoneLogBytes_}}) {
-    const std::string path = fmt::format("{}/rank{}/{}.jsonl", runDir_, comm_.rank(), name);
-    log->close();
-    // start()'s records (the start's plan at step 0, again) are the earlier
-    // part's; the plan the checkpoint restores has its record there too.
-    std::filesystem::resize_file(path, size);
-    keepJsonLinesThrough(path, step);
-    log->open(path, std::ios::app);
-    GZ_CHECK(log->good(), "cannot write {}", path);
-  }
-  if (comm_.rank() != 0) return;
-  keepJsonLinesThrough(runDir_ + "/decisions.jsonl", step);
-  writeDecision(nlohmann::json{{"step", step}, {"event", "resume"}, {"plan", active_.key()}}.dump());
-}
+void Controller::resumed(int64_t step) { log_->resumed(step, active_.key()); }
 
 void Controller::load(torch::serialize::InputArchive& ar) {
   const auto st = ControllerState::load(ar);
@@ -377,16 +327,13 @@ void Controller::load(torch::serialize::InputArchive& ar) {
            "checkpoint: controller plan {} is none this config's controller runs (a candidate, initial {} or "
            "sparse_start_plan {})",
            plan.key(), opts_.initial.key(), opts_.sparseStartPlan.key());
-  phase_ = st.decided ? Phase::Decided : st.provisionalDone ? Phase::Provisional : Phase::Warmup;
+  // The phase, the step-time references, the measured-references flag and
+  // the backoff; α and β are kept for the record: start() probed α as the
+  // network is now, and β follows from the first steps after the resume
+  // (settleBeta).
+  triggers_->load(st);
   lastDecision_ = st.lastDecision;
   decisions_ = st.decisions;
-  // α and β are kept for the record: start() probed α as the network is
-  // now, and β follows from the first steps after the resume (settleBeta).
-  if (st.stepArmed && st.stepReference > 0) {
-    stepDrift_.reset(st.stepReference);
-    syncRef_ = st.syncReference;
-    stepTrigger_.calibrated();
-  }
   noise_.restore(st.noise);
   // Not logged: plans.jsonl holds the record of this plan from when it was
   // applied (resumed() trims the log to the resume step).
@@ -394,12 +341,10 @@ void Controller::load(torch::serialize::InputArchive& ar) {
   // After applyPlan, which starts the count afresh; pinned runs too (their
   // decisions keep the pin, with these references and back-off).
   planSteps_ = st.planSteps;
-  measuredRefs_ = st.measuredRefs;
-  networkBackoff_ = st.networkBackoff;
   if (opts_.pin) return;
   // A checkpoint is past the provisional step (mayRewind): no sparse start
   // to measure for, β from the resumed plan's collectives (settleBeta).
-  if (phase_ != Phase::Warmup) sparseSoundBytes_ = 0;
+  if (triggers_->phase() != Phase::Warmup) link_->setSparseStart(0);
 }
 
 }  // namespace gradzip::trainer

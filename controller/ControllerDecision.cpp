@@ -5,6 +5,10 @@
 
 #include "controller/ControllerDecision.h"
 #include "controller/ControllerDetail.h"
+#include "controller/DecisionLog.h"
+#include "controller/LinkEstimator.h"
+#include "controller/RecentSteps.h"
+#include "controller/Triggers.h"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -20,13 +24,6 @@ size_t Controller::indexOf(const Plan& plan) const {
                 candidates_.begin());
 }
 
-double Controller::latest(const std::vector<double>& v) const {
-  // A sharp change (afterStep) called this decision: only the running plan's
-  // last betaSteps_ steps see the new link.
-  return betaSteps_ > 0 && v.size() > size_t(betaSteps_) ? median(std::vector<double>(v.end() - betaSteps_, v.end()))
-                                                         : median(v);
-}
-
 // refit → screen → explore → knee → broadcast (flexible-communication paper
 // §3-E; DIGEST.md §5).
 void Controller::decide(int64_t step, const std::string& reason, ControlledLoop& loop) {
@@ -36,32 +33,37 @@ void Controller::decide(int64_t step, const std::string& reason, ControlledLoop&
   d.rec = {{"step", step}, {"event", "decision"}, {"trigger", reason}, {"world_size", comm_.size()}};
   d.networkTrigger = reason == "network" || reason == "step_time" || reason == "sounding";
   d.floor.assign(candidates_.size(), 0.0);
-  if (betaPending_) settleBeta(step);
+  if (link_->betaPending()) link_->settleBeta(step, observedSteps_);
   // Where no sync overlaps backward, forward+backward does not depend on the
   // plan: measured plans are compared by their step − compute on one base,
   // the mean forward+backward of the running plan's steps since the last
   // decision (the predictions' base too), not by steps that each carry the
   // host's load of their own few steps.
-  if (opts_.commonBase && !sync_.overlapsBackward() && !recent_.empty()) d.base = meanCompute(recent_);
+  if (opts_.commonBase && !sync_.overlapsBackward() && !recent_->empty()) d.base = meanCompute(recent_->steps());
   if (d.base > 0) d.rec["common_base"] = d.base;
-  // Exploration leaves steps_ and syncs_ alone.
-  if (!steps_.empty()) d.currentStep = comparedTime(d.base, latest(steps_), latest(syncs_));
+  // Exploration leaves the triggers' steps alone.
+  if (triggers_->hasSteps()) d.currentStep = comparedTime(d.base, triggers_->latestStep(), triggers_->latestSync());
   const bool weighted = std::any_of(large_.begin(), large_.end(), [&](int k) { return !sync_.statWeights(k).empty(); });
   d.rec["geometry"] = weighted ? "optimizer" : "gradient";  // rank 0's, the one that screens and decides
+  // The soundings of a refit are sized for sound_every of the running plan's steps.
+  const double window =
+      recent_->empty() ? 0.0 : double(opts_.soundEvery) * recent_->stepSeconds() / double(recent_->size());
 
-  refit(d);
+  const auto refit = link_->refit(d.networkTrigger, window, triggers_->betaSteps(), d.rec);
+  d.bySoundings = refit.bySoundings;
+  d.networkChanged = refit.changed;
+  d.rec["refit_seconds"] = since(d.started);  // β's settling included
   if (comm_.rank() == 0) shortlist(d);
   shareShortlist(d);
   exploreShortlist(d, loop);
   if (comm_.rank() == 0) chooseKnee(d);
   adopt(d);
 
-  phase_ = decisionTaken(phase_);
+  triggers_->decisionTaken();
   lastDecision_ = step;
   ++decisions_;
-  betaSteps_ = 0;
   d.rec["seconds"] = since(d.started);  // all of it: refit, screening, exploration (charged to training time)
-  writeDecision(d.rec.dump());
+  log_->write(d.rec);
   spdlog::info("controller: step {} ({} trigger): {} {} after exploring {} plans in {:.1f} s", step, reason,
                opts_.pin ? "would pick" : "picked", d.rec["chosen"].get<std::string>(), d.exploreList.size(),
                d.rec["explore_seconds"].get<double>());
@@ -82,20 +84,20 @@ void Controller::shareShortlist(Decision& d) {
 void Controller::chooseKnee(Decision& d) {
   // The knee of the measured points (the running plan from its recent
   // steps) and, at a network decision, the predicted knee's point.
-  auto cj = statsJson(recentStats_);
+  auto cj = statsJson(recent_->stats());
   d.rec["current"] = {{"plan", active_.key()},
-                    {"measured_step", steps_.empty() ? INFINITY : latest(steps_)},
-                    {"measured_sync", syncs_.empty() ? INFINITY : latest(syncs_)},
+                    {"measured_step", triggers_->hasSteps() ? triggers_->latestStep() : INFINITY},
+                    {"measured_sync", triggers_->hasSteps() ? triggers_->latestSync() : INFINITY},
                     {"time", d.currentStep},
                     {"vnmse", cj["vnmse"]},
-                    {"gain", cj["gain"]}, {"steps", recent_.size()}, {"steps_on_plan", planSteps_},
-                    {"cost", statCost(recentStats_, active_, d.activeFloor)}};
+                    {"gain", cj["gain"]}, {"steps", recent_->size()}, {"steps_on_plan", planSteps_},
+                    {"cost", statCost(opts_, recent_->stats(), active_, d.activeFloor)}};
   std::vector<Objectives> pts;
   auto& ex = d.rec["explored"] = nlohmann::json::array();
   for (size_t i = 0; i < d.exploreList.size(); ++i) {
     const auto& m = d.measured[i];
     const size_t c = size_t(d.exploreList[i]);
-    pts.push_back(m.ok ? Objectives{m.time, statCost(m.stats, candidates_[c].plan, d.floor[c])}
+    pts.push_back(m.ok ? Objectives{m.time, statCost(opts_, m.stats, candidates_[c].plan, d.floor[c])}
                        : Objectives{INFINITY, INFINITY});
     auto j = statsJson(m.stats);
     ex.push_back({{"plan", candidates_[d.exploreList[i]].plan.key()},
@@ -115,13 +117,13 @@ void Controller::chooseKnee(Decision& d) {
   // unless they straddle a network change.
   const size_t own = pts.size(), knee = own + 1;
   pts.push_back(std::isfinite(d.currentStep) && !d.stale
-                    ? Objectives{d.currentStep, statCost(recentStats_, active_, d.activeFloor)}
+                    ? Objectives{d.currentStep, statCost(opts_, recent_->stats(), active_, d.activeFloor)}
                     : Objectives{INFINITY, INFINITY});
   pts.push_back(d.predictedKnee >= 0 ? d.kneePredicted : Objectives{INFINITY, INFINITY});
   if (!paretoFront(pts).empty()) {
     const size_t k = opts_.kneeOf(pts);
     followup_ = {};
-    // The prediction's split (screenAll): base + exposed sync.
+    // The prediction's split (Screening::all): base + exposed sync.
     const auto split = [&](const Screened& s) {
       followup_.predicted = s.predicted;
       followup_.predictedExposed = s.exposed;
@@ -133,7 +135,7 @@ void Controller::chooseKnee(Decision& d) {
       d.syncRef = d.measured[k].sync;
     } else if (k == own) {
       followup_.predicted = d.currentStep;
-      d.syncRef = latest(syncs_);
+      d.syncRef = triggers_->latestSync();
     } else if (k == knee) {
       // The predicted knee: its prediction is its reference, and its
       // step − compute as the steps will show it (syncs_) the predicted
@@ -144,7 +146,7 @@ void Controller::chooseKnee(Decision& d) {
       d.chosen = d.predictedKnee;
       const auto& s = d.screened[size_t(d.chosen)];
       split(s);
-      d.syncRef = std::max(0.0, s.predicted - meanCompute(recent_));
+      d.syncRef = std::max(0.0, s.predicted - meanCompute(recent_->steps()));
     }
     d.stepRef = pts[k].time;
     d.measuredRefs = k <= own;
@@ -153,7 +155,7 @@ void Controller::chooseKnee(Decision& d) {
       // own latest steps (on the common base), and no follow-up compares another plan's
       // prediction with them.
       d.stepRef = d.currentStep;
-      d.syncRef = syncs_.empty() ? 0.0 : latest(syncs_);
+      d.syncRef = triggers_->hasSteps() ? triggers_->latestSync() : 0.0;
       d.measuredRefs = true;
     } else {
       followup_.step = d.step;
@@ -164,7 +166,7 @@ void Controller::chooseKnee(Decision& d) {
 }
 
 void Controller::adopt(Decision& d) {
-  d.chosen = broadcastInt(d.chosen);
+  d.chosen = broadcastInt(comm_, d.chosen);
   const Plan pick = d.chosen >= 0 ? candidates_[d.chosen].plan : active_;
   d.rec["chosen"] = pick.key();
   d.rec["pinned"] = bool(opts_.pin);
@@ -174,23 +176,10 @@ void Controller::adopt(Decision& d) {
     // Same plan (or pinned): keep measuring it, with fresh references.
     resetMeasurements();
   }
-  if (std::isfinite(d.stepRef) && d.stepRef > 0) {  // rank 0 alone evaluates the triggers
-    stepDrift_.reset(d.stepRef);
-    syncRef_ = d.syncRef;
-    stepTrigger_.calibrated();
-  }
-  measuredRefs_ = d.measuredRefs && std::isfinite(d.stepRef) && d.stepRef > 0;
-  // A network trigger whose refit found the bandwidth within network_drift
-  // was a false alarm (noise on short steps, a loaded host): the next network
-  // trigger waits twice as long, up to min_interval. A real change resets the
-  // wait.
+  triggers_->adoptReferences(d.stepRef, d.syncRef, d.measuredRefs);  // rank 0 alone evaluates the triggers
   if (d.networkTrigger) {
-    d.networkChanged = broadcastInt(d.networkChanged ? 1 : 0) != 0;
-    if (d.networkChanged)
-      networkBackoff_ = 1;
-    else
-      networkBackoff_ = std::min(2 * networkBackoff_, std::max<int64_t>(1, opts_.minInterval / opts_.networkInterval));
-    d.rec["network_backoff"] = networkBackoff_;
+    d.networkChanged = broadcastInt(comm_, d.networkChanged ? 1 : 0) != 0;
+    d.rec["network_backoff"] = triggers_->networkJudged(d.networkChanged);
   }
 }
 

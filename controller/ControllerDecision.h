@@ -1,12 +1,13 @@
 // The working state of one controller decision, shared by the files that
-// implement its steps (refit: ControllerLink.cpp; shortlist:
-// ControllerScreening.cpp; exploration: ControllerExplore.cpp; knee and
-// adoption: ControllerDecision.cpp), and the step-time helpers they share.
+// implement its steps (shortlist: ControllerShortlist.cpp; exploration:
+// ControllerExplore.cpp; decide, knee and adoption: ControllerDecision.cpp;
+// the refit is LinkEstimator::refit), and the step-time helpers they share.
 // Private to the controller: nothing outside controller/Controller*.cpp includes it.
 #pragma once
 
 #include "controller/Controller.h"
 #include "controller/Pareto.h"
+#include "controller/Screening.h"
 
 #include <nlohmann/json.hpp>
 

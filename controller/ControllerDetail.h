@@ -1,14 +1,18 @@
-// Helpers shared by the two halves of the controller (controller/Controller.cpp,
-// controller/ControllerDecision.cpp): wall-clock timing, the β estimate from
-// observed collectives, the short probes, and the statistics record of the
-// decision log. Internal to trainer/.
+// Helpers shared by the controller and its parts (controller/Controller*.cpp,
+// LinkEstimator.cpp, Triggers.cpp, Screening.cpp): wall-clock timing, the
+// collectives of one number, the β estimate from observed collectives, the
+// short probes, the statistical cost and statistics record of the decision
+// log, and the controller's tuning constants. Internal to controller/.
 #pragma once
 
+#include "comm/Communicator.h"
 #include "comm/NetworkProbe.h"
-#include "sync/GradSync.h"
+#include "controller/ControllerOptions.h"
+#include "sync/CompressionStats.h"
 #include "util/Median.h"
 
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +24,20 @@ namespace gradzip::trainer::detail {
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Collective: rank 0's `value` on every rank.
+inline int64_t broadcastInt(comm::Communicator& comm, int64_t value) {
+  auto t = torch::full({1}, value, torch::kLong);
+  comm.broadcast(t, 0).wait();
+  return t.item<int64_t>();
+}
+
+// Collective: the smallest `value` over ranks.
+inline double minOverRanks(comm::Communicator& comm, double value) {
+  auto t = torch::full({1}, value, torch::kDouble);
+  comm.allReduce(t, comm::ReduceOp::Min).wait();
+  return t.item<double>();
+}
 
 // Single collective times on a shared host have heavy tails, and on a fast
 // link they are mostly scheduling noise: the network detector and the β
@@ -68,7 +86,7 @@ inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
 }
 
 // Whether a settled network or step-time change is acted on `elapsed` steps
-// after the last decision (Controller::sendVerdict). A change waits
+// after the last decision (Triggers::send). A change waits
 // network_interval, times `backoff` (doubled by each false alarm, up to
 // min_interval) so that a noisy detector is not acted on again and again. A
 // severe or sharp slowdown (`strong`: the step's sync part up by kSevere of
@@ -81,6 +99,16 @@ inline comm::ProbeOptions quickProbe(comm::ProbeOptions o) {
 inline bool actOnChange(bool strong, bool measuredRefs, int64_t elapsed, int64_t networkInterval, int64_t backoff) {
   if (strong && measuredRefs && backoff == 1) return true;
   return elapsed >= networkInterval * (strong ? 1 : backoff);
+}
+
+// opts.stat of `plan`'s statistics (statisticalCost), at least `floor`: its
+// screened cost, where the statistics come from steps run before its
+// error-feedback residual has built up (explored, or since the last
+// decision); infinite without statistics.
+inline double statCost(const ControllerOptions& opts, const CompressionStats& s, const Plan& plan,
+                       double floor = 0) {
+  if (!(s.inputSq > 0)) return INFINITY;
+  return std::max(floor, statisticalCost(opts, plan, s.errorSq / s.inputSq, s.appliedSq / s.inputSq));
 }
 
 // vNMSE = ||x − y||² / ||x||² and gain = ||y||² / ||x||² (paper's E||g_c||² / E||g_e||²).
@@ -102,15 +130,15 @@ inline constexpr size_t kRecentCap = 1000;  // steps kept since a decision (rece
 // worth re-deciding for (the window it is the median of: kRatioWindow,
 // controller/ControllerDetail.h).
 inline constexpr double kMinImpact = 0.10;
-inline constexpr int64_t kPersist = int64_t(kRatioWindow / 2 + 1);  // steps a network change must persist (afterStep)
+inline constexpr int64_t kPersist = int64_t(kRatioWindow / 2 + 1);  // steps a network change must persist (Triggers::send)
 // A change that has raised the median step − compute by at least this share
-// of the step the last decision measured is acted on at once (afterStep).
+// of the step the last decision measured is acted on at once (Triggers::send).
 inline constexpr double kSevere = 0.30;
 // A sharp change: in each of the last kSharpSteps steps step − compute has
 // risen by kSevere of the step and the observed/predicted communication
 // ratio by a factor 1 + 2·network_drift over its reference (against the
 // medians of kRatioWindow, which move only after kRatioWindow/2 + 1 of
-// them). Acted on at once (afterStep): each step of the wait is a step of the
+// them). Acted on at once (Triggers::send): each step of the wait is a step of the
 // old plan on the slow link. The ratio keeps a host's hiccup out (slow steps
 // whose collectives are no slower). 2, not 3: measured in
 // experiments/results/controller_ablation.md, "Two sharp steps, and prompt

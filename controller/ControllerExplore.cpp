@@ -7,7 +7,13 @@
 
 #include "controller/ControllerDecision.h"
 #include "controller/ControllerDetail.h"
+#include "controller/DecisionLog.h"
+#include "controller/LinkEstimator.h"
 #include "controller/PlanCost.h"
+#include "controller/RecentSteps.h"
+#include "controller/Screening.h"
+#include "controller/Triggers.h"
+#include "sync/NonFiniteGradient.h"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -20,19 +26,18 @@ using namespace detail;  // controller/ControllerDetail.h, controller/Controller
 
 double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoop& loop, double spent) {
   const auto t0 = Clock::now();
-  phase_ = provisionalTaken(phase_);
+  triggers_->provisionalTaken();
   nlohmann::json rec{{"step", step}, {"event", "provisional"}, {"world_size", comm_.size()}, {"measured_on", active_.key()}};
   int64_t chosen = -1;
-  // What afterStep's screenAhead finished while β was measured.
-  if (screening_) rec["screened_during_beta"] = screening_->work->done();
-  if (betaPending_) settleBeta(step);
+  // What afterStep's startProvisional finished while β was measured.
+  if (const auto ahead = screening_->screenedAhead()) rec["screened_during_beta"] = *ahead;
+  if (link_->betaPending()) link_->settleBeta(step, observedSteps_);
   if (comm_.rank() == 0) {
     // The base from this step alone: the steps before it carry start-up costs.
     std::vector<Screened> screened;
-    if (!screening_) provisionalScreens_.clear();
     OverlapTimings timing;  // this step's alone, as the base
-    addTimings(timing);
-    const auto pts = screenAll(baseStep({&m, 1}), timing, screened, rec, provisionalScreens_);
+    recent_->addTimings(sync_, timing);
+    const auto pts = screening_->provisional(baseStep({&m, 1}), timing, link_->network(), screened, rec);
     if (!paretoFront(pts).empty()) {
       chosen = int64_t(opts_.kneeOf(pts));
       // `initial` stays unless the knee, predicted explore_margin slower,
@@ -50,20 +55,19 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
       rec["predicted_step"] = screened[size_t(chosen)].predicted;
     }
   }
-  chosen = broadcastInt(chosen);
+  chosen = broadcastInt(comm_, chosen);
   const bool moves = chosen >= 0 && !(candidates_[size_t(chosen)].plan == active_);
   const bool rewind = moves && !rewindState_.empty();
   const int64_t from = rewind ? rewindStep_ : step;
-  if (rewind) logUndone(from, active_.key(), step - from, "provisional_rewind");
+  if (rewind) log_->undone(from, active_.key(), step - from, "provisional_rewind");
   if (moves) applyPlan(candidates_[size_t(chosen)].plan, from);
   if (rewind) {
     // The steps so far measured; undone, they leave no trace of what they
     // ran in the model, the optimizer, the data position or the compressor
     // states: those their plan made (the sparse start's error-feedback
-    // residual) are dropped, and restoring builds the chosen plan's afresh
-    // (GradSync::load), as a run on it from the start would. Every rank kept
-    // its state at the same step (begin), so all rewind together.
-    sync_.keepOnly(rewindKeys_);
+    // residual) are dropped, and restoring builds the chosen plan's afresh,
+    // as a run on it from the start would (ControlledLoop::restore). Every
+    // rank kept its state at the same step (begin), so all rewind together.
     loop.restore(rewindState_);
     rec["rewound"] = {{"to_step", from}, {"steps", step - from}};
     refreshGeometry();  // measured in the restored optimizer's geometry
@@ -71,7 +75,6 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
   }
   rewindState_.clear();
   rewindState_.shrink_to_fit();
-  rewindKeys_.clear();
   const double seconds = since(t0);
   rec["chosen"] = active_.key();
   rec["seconds"] = seconds;
@@ -79,7 +82,7 @@ double Controller::provisional(int64_t step, const StepMeasure& m, ControlledLoo
   // every second since the state was kept is charged here.
   const double charged = from < step ? since(rewindSince_) : spent + seconds;
   if (from < step) rec["charged_seconds"] = charged;
-  writeDecision(rec.dump());
+  log_->write(rec);
   spdlog::info("controller: step {} (provisional, until the first decision at step {}): {} from the predicted front{}",
                step, opts_.warmupSteps, active_.key(),
                from < step ? fmt::format("; the {} steps before it undone, training restarts at step {}", step - from, from)
@@ -108,8 +111,9 @@ Controller::Measured Controller::explore(int64_t step, const Plan& plan, Control
       if (race && int64_t(steps.size()) >= opts_.exploreMinSteps && i + 1 < opts_.exploreSteps) {
         const double fastest = comparedTime(base, *std::min_element(steps.begin(), steps.end()),
                                             *std::min_element(syncs.begin(), syncs.end()));
-        const Objectives best{fastest, statCost(out.stats, plan, statFloor)};
-        if (broadcastInt(comm_.rank() == 0 && !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
+        const Objectives best{fastest, statCost(opts_, out.stats, plan, statFloor)};
+        if (broadcastInt(comm_, comm_.rank() == 0 &&
+                                    !couldReplace(against, best, 0.0, opts_.timeWeight, opts_.kneeScale()))) {
           out.stopped = true;
           break;
         }
@@ -129,35 +133,36 @@ Controller::Measured Controller::explore(int64_t step, const Plan& plan, Control
     spdlog::warn("controller: exploring {} produced a non-finite gradient ({}); not a candidate this time", plan.key(),
                  e.what());
   }
-  const std::string ranKey = sync_.plan(large_.front()).key();  // what the buckets ran, as GradSync holds it
+  const std::string ranKey = sync_.plan(large_.front()).key();  // what the buckets ran, as they hold it
   for (int k : large_) sync_.setPlan(k, before);
-  logUndone(step, ranKey, ran, "exploration");
+  log_->undone(step, ranKey, ran, "exploration");
   return out;
 }
 
-// One decision's working state, passed through its steps (decide).
 void Controller::exploreShortlist(Decision& d, ControlledLoop& loop) {
-  // Exploration from an in-memory checkpoint, restored after each
-  // candidate, in knee order. The race (explore_min_steps) runs against the
-  // knee of what this decision knows so far (rank 0's): the running plan's
-  // recent steps when they still hold, or at a network decision the
-  // predicted knee's point, and every candidate explored before.
+  // Exploration from an in-memory snapshot, restored after each candidate
+  // (ControlledLoop::restore drops the compressor states it made), in knee
+  // order. The race (explore_min_steps) runs against the knee of what this
+  // decision knows so far (rank 0's): the running plan's recent steps when
+  // they still hold, or at a network decision the predicted knee's point,
+  // and every candidate explored before. Nothing to explore, no snapshot: a
+  // loop that cannot take one serves `explore: 0`.
   const bool race = opts_.exploreMinSteps > 0;
   const auto t0 = Clock::now();
-  const std::string snap = loop.snapshot();
-  const auto keys = sync_.compressorKeys();
-  std::vector<Objectives> sofar;
-  if (std::isfinite(d.current.time)) sofar.push_back(d.current);
-  if (d.predictedKnee >= 0 && std::isfinite(d.kneePredicted.time)) sofar.push_back(d.kneePredicted);
-  for (int64_t i : d.exploreList) {
-    const Objectives against = paretoFront(sofar).empty()
-                                   ? Objectives{INFINITY, INFINITY}
-                                   : sofar[opts_.kneeOf(sofar)];
-    d.measured.push_back(explore(d.step, candidates_[i].plan, loop, race, against, d.floor[size_t(i)], d.base));
-    if (d.measured.back().ok)
-      sofar.push_back({d.measured.back().time, statCost(d.measured.back().stats, candidates_[i].plan, d.floor[size_t(i)])});
-    sync_.keepOnly(keys);
-    loop.restore(snap);
+  if (!d.exploreList.empty()) {
+    const std::string snap = loop.snapshot();
+    std::vector<Objectives> sofar;
+    if (std::isfinite(d.current.time)) sofar.push_back(d.current);
+    if (d.predictedKnee >= 0 && std::isfinite(d.kneePredicted.time)) sofar.push_back(d.kneePredicted);
+    for (int64_t i : d.exploreList) {
+      const Objectives against =
+          paretoFront(sofar).empty() ? Objectives{INFINITY, INFINITY} : sofar[opts_.kneeOf(sofar)];
+      const Plan& plan = candidates_[i].plan;
+      d.measured.push_back(explore(d.step, plan, loop, race, against, d.floor[size_t(i)], d.base));
+      const Measured& m = d.measured.back();
+      if (m.ok) sofar.push_back({m.time, statCost(opts_, m.stats, plan, d.floor[size_t(i)])});
+      loop.restore(snap);
+    }
   }
   d.rec["explore_seconds"] = since(t0);
 }

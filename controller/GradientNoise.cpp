@@ -2,7 +2,7 @@
 // §2.3).
 #include "controller/GradientNoise.h"
 
-#include "compress/CounterRng.h"
+#include "compress/kernels/CounterRng.h"
 #include "util/Error.h"
 
 #include <torch/torch.h>

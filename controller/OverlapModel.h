@@ -9,7 +9,7 @@
 // USENIX ATC'17) and PyTorch DDP's gradient buckets (Li et al., VLDB'20)
 // exploit; the flexible-communication paper's cost model (Eq. 4) charges the
 // whole collective instead, which is the single-bucket case (h_0 = T). The
-// controller predicts each candidate's step from it (ControllerDecision.cpp).
+// controller predicts each candidate's step from it (controller/Screening.h).
 // It leaves out the sync thread's work slowing a backward that shares the
 // rank's core (experiments/results/controller_ablation.md, "Where THC's
 // overlapped steps lose their time, measured").

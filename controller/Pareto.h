@@ -64,8 +64,9 @@ std::vector<size_t> paretoFront(const std::vector<Objectives>& points);
 // scales (t_min, s_min) stay those of the whole front, so dropping a fast
 // point does not make the others look faster. The point with the lowest cost
 // is never dropped. 0: the plain front. The margin is followGain's, for the
-// same reason: near twins (AR-TopK and TopK at one ratio screen 1e-6 to 1e-4 apart)
-// must not dominate each other, or a 2.5% faster collective loses to noise.
+// same reason: near twins (AR-TopK and TopK at one ratio) must not dominate
+// each other, or a faster collective loses to a vNMSE difference that is
+// noise (controller_ablation.md, "A time tolerance on the knee").
 size_t kneePoint(const std::vector<Objectives>& points, double timeWeight, KneeScale scale,
                  double timeTolerance = 0);
 
@@ -86,8 +87,9 @@ bool couldReplace(const Objectives& current, const Objectives& candidate, double
 // more than kFollowGainMargin of it); a rise only points that compress more
 // (above by as much). The others become infinite, so no front or knee sees
 // them. The margin keeps out the running compressor through another
-// collective and its near twins (AR-TopK and TopK at one ratio screen
-// 1e-4 apart): a change of collective is a network decision's business.
+// collective and its near twins (AR-TopK and TopK at one ratio, whose
+// screenings differ by noise; controller_ablation.md, "Gain decisions follow
+// the gain"): a change of collective is a network decision's business.
 // Unchanged when `own` is not finite or the change is 0.
 inline constexpr double kFollowGainMargin = 0.01;
 std::vector<Objectives> followGain(std::vector<Objectives> points, double own, double gainChange);

@@ -5,7 +5,7 @@
 // rest. The controller's rank 0 screens the candidate codecs this way: on a
 // background thread while it waits on the link (the provisional step's β
 // soundings), and on the cores the other ranks of its host leave idle while
-// they wait for its decision (Controller::screenAll, `screen_threads`).
+// they wait for its decision (controller/Screening.h, `screen_threads`).
 // Each index runs exactly once, on whichever thread takes it, so results
 // written to slot i of a vector sized n do not depend on the thread count.
 // An exception escaping fn stops the thread it ran on (the others go on with

@@ -36,7 +36,7 @@ struct BenchNoiseArgs {
   int64_t blocksPerSeed = 0;  // 0: one stream; else the streams of steps 0, 1, .. (rank 0, bucket 0), this many blocks each
   int64_t bytes = 0;          // stop after this many bytes (0: when stdout closes)
 };
-// C_nat's noise (compress/AesNoise.h) as raw bytes on stdout, 16 a block, for
+// C_nat's noise (compress/kernels/AesNoise.h) as raw bytes on stdout, 16 a block, for
 // statistical test batteries (e.g. PractRand's `RNG_test stdin32`).
 int benchNoise(const BenchNoiseArgs& args);
 

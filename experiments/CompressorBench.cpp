@@ -1,40 +1,33 @@
-// `gradzip bench compressors`: single-core encode+decode throughput of each
-// compressor (GB/s of fp32 input, median of repeats) next to memcpy bandwidth
-// for the same bytes measured in the same run (alternating with the codec's
-// repeats), their ratio, vNMSE
-// ||x - decode(encode(x))||² / ||x||² on a fixed synthetic gradient
-// (log-normal magnitudes, random signs), and bits per coordinate, declared and
-// as measured on the payload. Prints a table; appends JSON lines to --out.
+// `gradzip bench compressors`, the measuring side: single-core encode+decode
+// throughput of each compressor (GB/s of fp32 input, median of repeats) next
+// to memcpy bandwidth for the same bytes measured in the same run (alternating
+// with the codec's repeats), their ratio, vNMSE ||x - decode(encode(x))||² /
+// ||x||² on a fixed synthetic gradient (log-normal magnitudes, random signs),
+// and bits per coordinate, declared and as measured on the payload. Prints a
+// table; appends JSON lines to --out; when --out ends in ".jsonl", also writes
+// the markdown report next to it (experiments/CompressorBenchReport.h).
 // Compressors are built without error feedback (the codec alone is measured).
 // A --compressors entry is a name or `name:{yaml options}`, e.g.
 // `thc:{deployment: allreduce, rotation_block_log2: 12}`. The reference entry
 // `fwht:{block_log2: L}` times the Walsh–Hadamard butterflies alone, forward
-// and inverse in 2^L blocks (compress/Hadamard.h fwhtInPlace, twice): every
-// THC codec with that block computes them besides its signs, quantisation and
-// packing, so where the vectors stay in the caches its GB/s bound THC's from
-// above (out of them fwhtInPlace's separate passes over memory are slower
-// than THC's fused blocks); the summary after the table gives, where the THC
-// row misses its 0.2x target, the share of the time the target allows that
-// the butterflies alone take. GradiVeQ compresses
-// conv weights only, and only after its warm-up and sampling phases: its row
-// lays the gradient out as [16, 16, 4, 4] conv weights, runs `warmup` (0) and
-// `samples` (8) aggregations of the gradient plus a 5% perturbation per step,
-// and then times its compressed phase (benchOptions). When --out ends in
-// ".jsonl", the run's results are also written as a markdown table next to it
-// (same stem, ".md"; replaced each run) with the issue's targets (ratio to
-// memcpy: fp16/bf16/cnat >= 0.5, thc allreduce with partial rotation >= 0.2,
-// topkc >= 0.3), the date, the machine load before and after, the CPU and the
-// exact command line.
+// and inverse in 2^L blocks (compress/kernels/Hadamard.h fwhtInPlace, twice):
+// every THC codec with that block computes them besides its signs,
+// quantisation and packing, so where the vectors stay in the caches its GB/s
+// bound THC's from above. GradiVeQ compresses conv weights only, and only
+// after its warm-up and sampling phases: its row lays the gradient out as
+// [16, 16, 4, 4] conv weights, runs `warmup` (0) and `samples` (8)
+// aggregations of the gradient plus a 5% perturbation per step, and then
+// times its compressed phase (benchOptions).
 #include "experiments/Benchmarks.h"
 
 #include "comm/LocalCommunicator.h"
 #include "compress/Factory.h"
 #include "compress/GradiVeQ.h"
-#include "compress/Hadamard.h"
-#include "compress/SimdKernels.h"
+#include "compress/kernels/Hadamard.h"
+#include "compress/kernels/SimdKernels.h"
+#include "experiments/CompressorBenchReport.h"
 #include "util/Error.h"
 #include "util/Median.h"
-#include "util/Yaml.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -44,19 +37,18 @@
 
 #include <malloc.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
-#include <iterator>
-#include <thread>
 #include <cstring>
+#include <ctime>
 #include <fstream>
-#include <optional>
 #include <functional>
+#include <optional>
 
 namespace gradzip::experiments {
 namespace {
+
+using namespace detail;  // experiments/CompressorBenchReport.h
 
 using Clock = std::chrono::steady_clock;
 
@@ -74,8 +66,9 @@ at::Tensor syntheticGradient(int64_t d) {
 // of two back-to-back copies. The first re-warms the caches, which the codec
 // timed in between has filled with its own buffers; the codec is likewise
 // timed on its second back-to-back run (main loop below). Timed cold, right
-// after the other, both depend on each other's footprint: the copy ran at
-// 34-95 GB/s at d = 2^16 within one run.
+// after the other, each would depend on the other's cache footprint
+// (experiments/results/compressors_log.md, "Measurements behind the kernels'
+// and the bench's choices").
 class MemcpyProbe {
  public:
   explicit MemcpyProbe(int64_t bytes) : src_(static_cast<size_t>(bytes), 1), dst_(static_cast<size_t>(bytes)) {
@@ -95,21 +88,10 @@ class MemcpyProbe {
   int64_t n_ = 0;
 };
 
-struct Spec {
-  std::string name, options;  // options: a YAML flow mapping, or empty
-};
-
-// "name" or "name:{yaml}".
-Spec parseSpec(const std::string& text) {
-  const auto colon = text.find(':');
-  if (colon == std::string::npos) return {text, ""};
-  return {text.substr(0, colon), text.substr(colon + 1)};
-}
-
 // A spec's options as the bench builds it: error feedback off (the codec
 // alone is measured); GradiVeQ's sampling phase shortened to 8 steps after no
 // warm-up unless the spec sets them (it is timed in its compressed phase).
-std::string benchOptions(const Spec& spec) {
+std::string benchOptions(const CompressorSpec& spec) {
   YAML::Node n(YAML::NodeType::Map);
   try {
     if (!spec.options.empty()) n = YAML::Load(spec.options);
@@ -128,15 +110,6 @@ std::string benchOptions(const Spec& spec) {
   return e.c_str();
 }
 
-// The issue's throughput target (ratio to memcpy) for a compressor, 0 if none.
-double targetRatio(const Spec& s) {
-  if (s.name == "fp16" || s.name == "bf16" || s.name == "cnat") return 0.5;
-  if (s.name == "topkc") return 0.3;
-  if (s.name == "thc" && s.options.find("allreduce") != std::string::npos &&
-      s.options.find("rotation_block_log2") != std::string::npos)
-    return 0.2;
-  return 0.0;
-}
 
 // d coordinates as [16, 16, 4, 4] conv weights (4096 each), the rest flat.
 std::vector<compress::TensorSlot> convLayout(int64_t d) {
@@ -161,22 +134,6 @@ void reachCompressedPhase(compress::Compressor& c, const at::Tensor& x, compress
 }
 
 // The reference entry `fwht:{block_log2: L}` (the butterflies alone).
-bool isFwht(const Spec& s) { return s.name == "fwht"; }
-
-int fwhtBlockLog2(const Spec& s) {
-  auto r = YamlReader::loadString(s.options.empty() ? "{}" : s.options, "<fwht options>");
-  const int b = static_cast<int>(r.getInt("block_log2", 10, 3, 24));
-  r.finish();
-  return b;
-}
-
-// A THC spec's rotation_block_log2 (-1 when it has none).
-int thcBlockLog2(const Spec& s) {
-  if (s.name != "thc" || s.options.empty()) return -1;
-  const YAML::Node n = YAML::Load(s.options);
-  return n["rotation_block_log2"] ? n["rotation_block_log2"].as<int>() : -1;
-}
-
 // Times fwhtInPlace forward and inverse over a copy of x, like a codec's
 // encode+decode (Payload-free); vNMSE of H·H·x/B against x.
 class FwhtReference {
@@ -206,108 +163,6 @@ class FwhtReference {
   std::vector<float> buf_;
 };
 
-std::string readFirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// This process's argv, shell-quoted where needed.
-std::string commandLine() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out;
-  size_t start = 0;
-  while (start < all.size()) {
-    const size_t end = all.find('\0', start);
-    const std::string arg = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    const bool quote = arg.find_first_of(" {}:,'") != std::string::npos;
-    out += (out.empty() ? "" : " ") + (quote ? "'" + arg + "'" : arg);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-struct Row {
-  Spec spec;
-  int64_t d;
-  double gbps, memcpyGbps, vnmse, bits;
-};
-
-void writeMarkdown(const std::string& path, const std::vector<Row>& rows, const std::string& loadBefore,
-                   const std::string& loadAfter, const std::string& started, int repeats) {
-  std::ofstream md(path, std::ios::trunc);
-  GZ_CHECK(md.good(), "bench compressors: cannot write '{}'", path);
-  md << "# Compressor throughput (single core)\n\n";
-  md << fmt::format("- date: {}\n- machine: {} ({} online CPUs); one thread (at::set_num_threads(1))\n", started,
-                    cpuModel(), std::thread::hardware_concurrency());
-  md << fmt::format("- SIMD tier of the compressors' kernels: {} (the CPU's: {})\n",
-                    compress::simd::levelName(compress::simd::level()),
-                    compress::simd::levelName(compress::simd::cpuLevel()));
-  md << fmt::format("- load average (/proc/loadavg: 1, 5, 15 min, running/total): before `{}`, after `{}`\n",
-                    loadBefore, loadAfter);
-  md << fmt::format("- command: `{}`\n", commandLine());
-  md << fmt::format(
-      "- GB/s: fp32 input bytes (4d) / median wall time of encode+decode over {} repeats, each the second of two "
-      "back-to-back runs (the first re-warms the caches the copies evicted); memcpy GB/s: median "
-      "time of copying the same 4d bytes between two buffers, the second of two back-to-back copies, timed alternately with that row's encode+decode repeats (so both "
-      "see the same machine load); ratio = GB/s / memcpy GB/s. vNMSE = ||x - decode(encode(x))||² / ||x||² on the fixed "
-      "synthetic gradient (log-normal magnitudes, random signs); bits/coord as declared (equal to the measured "
-      "payload). Error feedback off. gradiveq: the gradient laid out as [16, 16, 4, 4] conv weights, timed in its "
-      "compressed phase after `warmup` (0) and `samples` (8) aggregations of it plus 5% noise per step; its "
-      "vNMSE is of a gradient its bases were sampled around, so it measures the codec's cost, not its loss.\n\n",
-      repeats);
-  md << "| compressor | options | d | GB/s | memcpy GB/s | ratio | target | met? | vNMSE | bits/coord |\n";
-  md << "|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n";
-  for (const auto& r : rows) {
-    const double ratio = r.gbps / r.memcpyGbps, target = targetRatio(r.spec);
-    md << fmt::format("| {} | {} | 2^{} | {:.3f} | {:.3f} | {:.3f} | {} | {} | {:.4g} | {:.4f} |\n", r.spec.name,
-                      r.spec.options.empty() ? std::string("defaults") : "`" + r.spec.options + "`",
-                      static_cast<int>(std::lround(std::log2(static_cast<double>(r.d)))), r.gbps, r.memcpyGbps,
-                      ratio, target > 0 ? fmt::format(">= {}", target) : isFwht(r.spec) ? "bound" : std::string("—"),
-                      target > 0 ? (ratio >= target ? "yes" : "**no**") : "—", r.vnmse, r.bits);
-  }
-  // Where both were measured and the THC row misses its target: the share of
-  // the time its 0.2x target allows (4d bytes at 0.2 x memcpy) that the
-  // butterflies alone take.
-  bool header = false;
-  for (const auto& f : rows) {
-    if (!isFwht(f.spec)) continue;
-    for (const auto& t : rows) {
-      if (t.d != f.d || targetRatio(t.spec) != 0.2 || thcBlockLog2(t.spec) != fwhtBlockLog2(f.spec) ||
-          t.gbps >= 0.2 * t.memcpyGbps)
-        continue;
-      if (!header) {
-        md << "\n## The butterflies' share of THC's 0.2x budget\n\n"
-              "The `fwht` rows time the Walsh–Hadamard butterflies alone, forward and inverse, at the THC row's "
-              "block: work every THC all-reduce codec does besides its random signs, norms, noise, quantisation, "
-              "packing and unpacking. Where the vectors stay in the caches that bounds THC's throughput from "
-              "above (out of them fwhtInPlace's separate passes over memory are slower than THC's fused "
-              "blocks). For each size where the THC row misses its target: share = (time of the butterflies) / "
-              "(time the 0.2x target allows) = 0.2 x memcpy GB/s (the THC row's) / fwht GB/s; the rest of the "
-              "codec has to fit in what is left.\n\n"
-              "| d | block | fwht GB/s | THC GB/s | 0.2x memcpy GB/s | butterflies' share of the budget | left for the rest |\n"
-              "|---:|---:|---:|---:|---:|---:|---:|\n";
-        header = true;
-      }
-      const double budget = 0.2 * t.memcpyGbps, share = budget / f.gbps;
-      md << fmt::format("| 2^{} | 2^{} | {:.3f} | {:.3f} | {:.3f} | {:.0f}% | {:.0f}% |\n",
-                        static_cast<int>(std::lround(std::log2(static_cast<double>(f.d)))), fwhtBlockLog2(f.spec),
-                        f.gbps, t.gbps, budget, 100 * share, 100 * (1 - share));
-    }
-  }
-}
-
 }  // namespace
 
 int benchCompressors(const BenchCompressorsArgs& args) {
@@ -315,17 +170,18 @@ int benchCompressors(const BenchCompressorsArgs& args) {
            "bench compressors: need 1 <= min-log2 <= max-log2 <= 30, got {}..{}", args.minLog2, args.maxLog2);
   GZ_CHECK(args.repeats >= 1, "bench compressors: repeats must be >= 1, got {}", args.repeats);
   if (!args.simd.empty()) compress::simd::capLevel(compress::simd::parseLevel(args.simd));
-  std::vector<Spec> specs;
+  std::vector<CompressorSpec> specs;
   for (const auto& c : args.compressors.empty() ? compress::compressorNames() : args.compressors)
-    specs.push_back(parseSpec(c));
+    specs.push_back(parseCompressorSpec(c));
   const std::string loadBefore = readFirstLine("/proc/loadavg");
   const std::string started = fmt::format("{:%Y-%m-%d %H:%M:%S %z}", fmt::localtime(std::time(nullptr)));
-  std::vector<Row> rows;
+  std::vector<CompressorRow> rows;
   at::set_num_threads(1);  // single core: kernels are compared with one memcpy stream
   // Keep freed blocks in the heap: otherwise glibc returns every buffer above
-  // 128 KiB to the OS and each encode/decode pays page faults on fresh memory
-  // (measured: fp32->fp16 at 1.4 GB/s instead of 9.8 GB/s). A training process
-  // wants the same setting; PyTorch's CPU allocator does not cache.
+  // 128 KiB to the OS and each encode/decode times page faults on fresh memory,
+  // not the codec (experiments/results/compressors_log.md, "Measurements behind
+  // the kernels' and the bench's choices"). A training process wants the same
+  // setting (util/Allocator.h); PyTorch's CPU allocator does not cache.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   comm::LocalCommunicator local;
@@ -406,7 +262,7 @@ int benchCompressors(const BenchCompressorsArgs& args) {
   }
   const std::string suffix = ".jsonl";
   if (args.out.size() > suffix.size() && args.out.compare(args.out.size() - suffix.size(), suffix.size(), suffix) == 0)
-    writeMarkdown(args.out.substr(0, args.out.size() - suffix.size()) + ".md", rows, loadBefore,
+    writeCompressorMarkdown(args.out.substr(0, args.out.size() - suffix.size()) + ".md", rows, loadBefore,
                   readFirstLine("/proc/loadavg"), started, args.repeats);
   return 0;
 }

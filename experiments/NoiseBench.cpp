@@ -1,12 +1,12 @@
-// `gradzip bench noise`: C_nat's noise stream (compress/AesNoise.h) as raw
+// `gradzip bench noise`: C_nat's noise stream (compress/kernels/AesNoise.h) as raw
 // bytes on stdout, 16 per block in x86 byte order, for statistical test
 // batteries (PractRand: `gradzip bench noise | RNG_test stdin32`). Either one
 // stream of --seed, or, with --blocks-per-seed N, the first N blocks of the
 // stream each training step draws on rank 0 for bucket 0 (Context::
 // privateSeed of steps 0, 1, ..), as a run reseeds per step and bucket.
 #include "comm/LocalCommunicator.h"
-#include "compress/AesNoise.h"
 #include "compress/Compressor.h"
+#include "compress/kernels/AesNoise.h"
 #include "experiments/Benchmarks.h"
 
 #include <cstdio>

@@ -25,9 +25,11 @@ void writeProgressFile(const std::string& path, double epoch);
 std::optional<double> readProgressFile(const std::string& path);
 
 // How often rank 0 writes the progress file and the launcher reads it
-// (launch/EmulatedLaunch.cpp): a rate schedule step then lands within ~0.1 s
-// (+ tc's own time) of its epoch, 30-40 steps of a 3 ms MLP step; 250 ms let
-// it land up to 150 steps late. A write is one small file and a rename.
+// (launch/EmulatedLaunch.cpp): often enough that a rate schedule step lands
+// within a fraction of a second (+ tc's own time) of its epoch, as the
+// epoch-schedule tests of fast MLP steps need
+// (experiments/results/network_emulation.md, "Progress interval"). A write is
+// one small file and a rename.
 inline constexpr std::chrono::milliseconds kProgressInterval{50};
 
 // Throttled writer for the training loop: update() writes when at least

@@ -66,11 +66,21 @@ fi
 if ! "$ROOT/.venv/bin/python" -c "import matplotlib" 2>/dev/null; then
   "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check "matplotlib==3.9.2"
 fi
+if ! "$ROOT/.venv/bin/python" -c "import pytest" 2>/dev/null; then
+  "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check "pytest==9.2.0"
+fi
 "$ROOT/.venv/bin/python" -c "import torch; print('torch', torch.__version__)"
 
 step "configure and build (${BUILD}, -j${JOBS})"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRADZIP_CUDA="${GRADZIP_CUDA:-AUTO}" >/dev/null
 ninja -C "$BUILD" -j"$JOBS"
+
+step "the gradzip Python package in .venv"
+# The build stages the package in $BUILD/python/gradzip; a .pth file puts it on
+# .venv's path, so `import gradzip` sees each rebuild without a reinstall.
+SITE=$("$ROOT/.venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$BUILD/python" > "$SITE/gradzip.pth"
+"$ROOT/.venv/bin/python" -c "import gradzip; print('import gradzip:', gradzip.__version__, 'from', gradzip.__file__)"
 
 case "$MODE" in
   run)

@@ -36,24 +36,26 @@ GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, co
   arrived_.assign(n, 0);
   // Reverse registration order approximates the order in which backward
   // produces gradients, so early buckets fill (and ship) first.
+  std::vector<std::vector<compress::TensorSlot>> layouts;
   for (int i = n - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
     GZ_CHECK(p.scalar_type() == at::kFloat, "GradSync: parameter {} is {}, only float32 is supported",
              params_[i].first, c10::toString(p.scalar_type()));
     const int64_t bytes = p.numel() * 4;
-    if (buckets_.empty() || (buckets_.back().numel * 4 + bytes > opts_.bucketBytes && buckets_.back().numel > 0))
+    if (buckets_.empty() || (buckets_.back().numel * 4 + bytes > opts_.bucketBytes && buckets_.back().numel > 0)) {
       buckets_.emplace_back();
+      layouts.emplace_back();
+    }
     auto& b = buckets_.back();
     bucketOf_[i] = static_cast<int>(buckets_.size()) - 1;
     offsetOf_[i] = b.numel;
     b.params.push_back(i);
-    b.layout.push_back({params_[i].first, p.sizes().vec(), b.numel, p.numel()});
+    layouts.back().push_back({params_[i].first, p.sizes().vec(), b.numel, p.numel()});
     b.numel += p.numel();
   }
-  for (auto& b : buckets_) {
-    b.flat = torch::zeros({b.numel}, torch::kFloat);
-    b.plan = plan;
-    b.key = plan.key();
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    buckets_[k].flat = torch::zeros({buckets_[k].numel}, torch::kFloat);
+    buckets_[k].sync = std::make_unique<BucketSync>(static_cast<int>(k), std::move(layouts[k]), plan);
   }
   for (int i = 0; i < n; ++i) {
     auto& p = params_[i].second;

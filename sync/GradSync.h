@@ -15,8 +15,12 @@
 #include "comm/Collective.h"
 #include "comm/Communicator.h"
 #include "compress/Compressor.h"
+#include "sync/BucketSync.h"
 #include "sync/CompressionStats.h"
+#include "sync/NonFiniteGradient.h"
 #include "sync/Plan.h"
+#include "sync/SyncBreakdown.h"
+#include "sync/SyncedBuckets.h"
 
 #include <torch/torch.h>
 
@@ -47,33 +51,15 @@ struct GradSyncOptions {
 // share), keeps `bucketBytes`.
 int64_t bucketBytesFor(const Plan& plan, int64_t bucketBytes, bool controlled);
 
-// A NaN or Inf gradient seen by any rank; thrown on every rank at the same
-// bucket so the trainer's NaN policy applies consistently.
-class NonFiniteGradient : public std::runtime_error {
- public:
-  NonFiniteGradient(int64_t step, const std::string& where)
-      : std::runtime_error("step " + std::to_string(step) + ": non-finite gradient (" + where + ")"), step(step) {}
-  int64_t step;
-};
-
-struct SyncBreakdown {
-  double encode = 0, communicate = 0, decode = 0;  // comm-thread seconds
-  double exposed = 0;                              // training thread waiting after backward
-  // Per bucket only (lastBreakdown): seconds from beginStep until the bucket
-  // was handed to the comm thread, and the comm thread's wall seconds on it
-  // (encode, communicate and decode plus the finiteness check, copies and
-  // measuring), which controller/OverlapModel.h pipelines behind backward.
-  double handover = 0, busy = 0;
-  int64_t bytesSent = 0;
-  int64_t saturated = 0;
-};
-
-class GradSync {
+// The training loop's gradient synchronisation, and the controller's view of
+// it (sync/SyncedBuckets.h). Final: its own calls to the view's accessors
+// need no virtual dispatch.
+class GradSync final : public SyncedBuckets {
  public:
   // params: named parameters in registration order (all require grad).
   GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, comm::Communicator& comm,
            GradSyncOptions opts, const Plan& plan);
-  ~GradSync();
+  ~GradSync() override;
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -92,49 +78,54 @@ class GradSync {
   // gradient (the new plan keeps none). Σ applied + residual = Σ gradients
   // then holds across switches, as compress/ErrorFeedback.h promises for one
   // compressor; parking the residual with the old plan would drop it.
-  void setPlan(const Plan& plan);
-  void setPlan(int bucket, const Plan& plan);
-  const Plan& plan(int bucket) const { return buckets_.at(bucket).plan; }
+  void setPlan(const Plan& plan) override;
+  void setPlan(int bucket, const Plan& plan) override;
+  const Plan& plan(int bucket) const override { return buckets_.at(bucket).sync->plan(); }
   // ||e||₂ over every bucket's error-feedback residual under its current plan
   // (0 when no current plan uses error feedback, or before the first step).
   double residualNorm() const;
-  int numBuckets() const { return static_cast<int>(buckets_.size()); }
+  int numBuckets() const override { return static_cast<int>(buckets_.size()); }
   // Whether a bucket's sync can run while backward does (overlap on, more than
   // one bucket); otherwise every sync starts after backward and leaves
   // forward+backward as it would be under any plan.
-  bool overlapsBackward() const { return opts_.overlap && buckets_.size() > 1; }
-  int64_t bucketNumel(int bucket) const { return buckets_.at(bucket).numel; }
+  bool overlapsBackward() const override { return opts_.overlap && buckets_.size() > 1; }
+  int64_t bucketNumel(int bucket) const override { return buckets_.at(bucket).numel; }
   // Between steps: the bucket's averaged gradient of the last step (float32, flat).
-  const torch::Tensor& bucketGradient(int bucket) const { return buckets_.at(bucket).flat; }
-  const std::vector<compress::TensorSlot>& bucketLayout(int bucket) const { return buckets_.at(bucket).layout; }
+  const torch::Tensor& bucketGradient(int bucket) const override { return buckets_.at(bucket).flat; }
+  const std::vector<compress::TensorSlot>& bucketLayout(int bucket) const override {
+    return buckets_.at(bucket).sync->layout();
+  }
   // Bucket k's share of the last finishStep().
-  const SyncBreakdown& lastBreakdown(int bucket) const { return buckets_.at(bucket).last; }
+  const SyncBreakdown& lastBreakdown(int bucket) const override { return buckets_.at(bucket).last; }
   // Seconds from the last beginStep() to its finishStep(): backward's end on
   // the clock of the buckets' handover times.
-  double lastBackwardEnd() const { return backwardEnd_; }
+  double lastBackwardEnd() const override { return backwardEnd_; }
 
   // With measuring on, every bucket's CompressionStats of the last step (costs
   // three reductions over each bucket per step), in the gradient's geometry
   // (the TTA rows' vNMSE, the same for every plan and optimizer), and in the
   // geometry of setStatScale (the controller's; the same numbers without one).
-  void setMeasureCompression(bool on) { measure_ = on; }
-  const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).stats; }
-  const CompressionStats& lastWeightedStats(int bucket) const { return buckets_.at(bucket).weighted; }
+  void setMeasureCompression(bool on) override { measure_ = on; }
+  const CompressionStats& lastStats(int bucket) const { return buckets_.at(bucket).sync->lastStats(); }
+  const CompressionStats& lastWeightedStats(int bucket) const override {
+    return buckets_.at(bucket).sync->lastWeightedStats();
+  }
   // The weighted geometry from the next step on: scaleOf(param) is a
   // tensor's update factor s, or none for 1. A bucket none of whose tensors
   // has one measures in the gradient's geometry. Between steps only.
-  void setStatScale(const std::function<std::optional<double>(const torch::Tensor& param)>& scaleOf);
+  void setStatScale(const std::function<std::optional<double>(const torch::Tensor& param)>& scaleOf) override;
   // Bucket k's s² per slot of its layout (measureCompression's weights), or
   // empty.
-  const std::vector<double>& statWeights(int bucket) const { return buckets_.at(bucket).weights; }
+  const std::vector<double>& statWeights(int bucket) const override { return buckets_.at(bucket).sync->weights(); }
   // With measuring on: this rank's own gradient of bucket k in the last step,
   // before compression and error feedback (undefined before the first step).
-  const torch::Tensor& lastInput(int bucket) const { return buckets_.at(bucket).input; }
+  const torch::Tensor& lastInput(int bucket) const override { return buckets_.at(bucket).sync->lastInput(); }
 
   // The (bucket, plan) compressor states that exist, and dropping every other
   // one: an in-memory snapshot records the keys next to save()'s archive, and
   // restoring does keepOnly(keys) then load(), so plans tried in between leave
-  // no trace (the controller's exploration).
+  // no trace (the trainer's ControlledLoop::snapshot/restore, which the
+  // controller's exploration and provisional rewind use).
   std::vector<std::vector<std::string>> compressorKeys() const;
   void keepOnly(const std::vector<std::vector<std::string>>& keys);
 
@@ -148,31 +139,19 @@ class GradSync {
     Bucket(Bucket&&) = default;  // move-only: it owns compressors
     Bucket(const Bucket&) = delete;
     std::vector<int> params;  // indices into params_
-    std::vector<compress::TensorSlot> layout;
     int64_t numel = 0;
     torch::Tensor flat;  // float32 gradient buffer
     int pending = 0;     // gradients still missing this step
     bool ready = false;  // handed to the comm thread
     bool done = false;
-    Plan plan;
-    std::string key;      // plan.key(), kept with the plan (a YAML emit: not once per step)
-    std::string lastKey;  // the plan of the last synchronised step (checkpointed)
-    std::map<std::string, std::unique_ptr<compress::Compressor>> compressors;  // by plan key
-    std::map<std::string, std::unique_ptr<comm::Collective>> collectives;     // by name
+    std::unique_ptr<BucketSync> sync;  // its plan, compressor state and measuring
     SyncBreakdown last;
-    CompressionStats stats, weighted;  // measuring: unweighted, and with `weights`
-    torch::Tensor input;    // measuring: the local gradient before aggregation
-    torch::Tensor scratch;  // measuring: gradient + residual, then the compression error
-    std::vector<double> weights;  // measuring: s² per slot (setStatScale), empty = ones
   };
 
   void onGrad(int param, const torch::Tensor& grad);
   void markReady(int bucket);
   void commLoop();
   void syncBucket(Bucket& b);
-  // setPlan's residual hand-over from b.lastKey's compressor to `to`.
-  void handOverResidual(Bucket& b, compress::Compressor& to);
-  compress::Compressor& compressorFor(Bucket& b);
 
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<int> bucketOf_;

@@ -15,8 +15,9 @@
 // each coordinate by 1/(√v̂ᵢ + ε) charges any error on a coordinate whose
 // gradients have been ~0 (an unused embedding row: √v̂ᵢ ≈ 0) up to 1/ε = 10⁸,
 // so on BERT-mini every THC plan (its rotation spreads error over those rows)
-// measured a vNMSE of 500 or more, although THC trains that model as well as fp16
-// (experiments/results/paper_hotnets_thc.md).
+// measured a vNMSE that priced it out, although THC trains that model as
+// well as fp16 (experiments/results/controller.md,
+// "Geometry"; the training in paper_hotnets_thc.md).
 #pragma once
 
 #include <torch/torch.h>

@@ -101,7 +101,9 @@ struct Trainer::Impl final : ControlledLoop {
   // The whole training state: model, buffers, optimizer, compressor state,
   // progress, accumulators, data position and RNG. Checkpoints write it to a
   // file (with the controller's state); the controller's exploration keeps it
-  // in memory (snapshot/restore). readState puts back what writeState wrote.
+  // in memory (snapshot/restore, which also keep the compressor keys and drop
+  // the compressor states made since: ControlledLoop's contract). readState
+  // puts back what writeState wrote.
   void writeState(torch::serialize::OutputArchive& ar);
   void readState(torch::serialize::InputArchive& ar);
 

@@ -12,6 +12,10 @@
 
 namespace gradzip::trainer {
 namespace {
+// An in-memory snapshot's compressor keys, one list per bucket (the bucket's
+// index appended).
+constexpr const char* kSnapshotKeys = "snapshot/compressor_keys/bucket";
+
 // Every tensor of `ar` into `out` under prefix + its key, nested archives
 // walked (each also named by an empty entry "prefix/key/": a compressor that
 // keeps no tensors is there too); numbers as 0-d tensors, other values (a
@@ -150,16 +154,36 @@ std::string Trainer::Impl::snapshot() {
   if (observer) observer("snapshot", step, liveState());
   torch::serialize::OutputArchive ar;
   writeState(ar);
+  // The compressor states that exist now, which restore() keeps: a
+  // checkpoint file has no use for them (a resumed run starts with none).
+  const auto keys = sync->compressorKeys();
+  for (size_t k = 0; k < keys.size(); ++k) {
+    c10::List<std::string> bucket;
+    for (const auto& key : keys[k]) bucket.push_back(key);
+    ar.write(fmt::format("{}{}", kSnapshotKeys, k), c10::IValue(bucket));
+  }
   std::ostringstream os;
   ar.save_to(os);
   return os.str();
 }
 
 void Trainer::Impl::restore(const std::string& snap) {
-  if (observer) observer("before_restore", step, liveState());
   std::istringstream is(snap);
   torch::serialize::InputArchive ar;
   ar.load_from(is);
+  // The compressor states made since the snapshot (the plans explored or
+  // undone) are dropped before the state is read back: no trace of them
+  // stays, and the plan now running is built afresh where the snapshot has
+  // none of it (GradSync::load).
+  std::vector<std::vector<std::string>> keys(size_t(sync->numBuckets()));
+  for (size_t k = 0; k < keys.size(); ++k) {
+    c10::IValue bucket;
+    GZ_ASSERT(ar.try_read(fmt::format("{}{}", kSnapshotKeys, k), bucket) && bucket.isList(),
+              "restore: the snapshot lacks the compressor keys of bucket {}", k);
+    for (const auto& key : bucket.toListRef()) keys[k].push_back(key.toStringRef());
+  }
+  sync->keepOnly(keys);
+  if (observer) observer("before_restore", step, liveState());
   readState(ar);
   if (observer) observer("restored", step, liveState());
 }

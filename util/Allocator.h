@@ -2,10 +2,10 @@
 // frees the same large activation and gradient tensors every step. With glibc's
 // defaults, tensors above the (dynamic) mmap threshold are mmap'ed and munmap'ed
 // each time and the freed heap top is trimmed back to the OS, so every step
-// faults in and zeroes fresh pages: ~20% of a BERT step on this machine
-// (experiments/results/train_throughput.md). Keeping freed memory in the heap
-// removes that cost; the price is that RSS stays at the step's peak, which the
-// next step reaches again anyway.
+// faults in and zeroes fresh pages, a sizeable share of a BERT step
+// (experiments/results/train_throughput.md, "Findings"). Keeping freed memory
+// in the heap removes that cost; the price is that RSS stays at the step's
+// peak, which the next step reaches again anyway.
 #pragma once
 
 namespace gradzip {

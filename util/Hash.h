@@ -26,9 +26,9 @@ class Fnv1a64 {
   uint64_t value() const { return h_; }
 
  private:
-  // The FNV-1a 64 offset basis (it was one digit short, 1469598103934665603,
-  // until tests/util/HashTest.cpp checked the published test vectors;
-  // checkpoints written before then fail their size/hash check on resume).
+  // The FNV-1a 64 offset basis, as the published test vectors require
+  // (tests/util/HashTest.cpp). Checkpoints store this hash: any other basis
+  // makes every earlier checkpoint fail its size/hash check on resume.
   uint64_t h_ = 14695981039346656037ULL;
 };
 

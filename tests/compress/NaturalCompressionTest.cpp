@@ -6,7 +6,7 @@
 #include "compress/NaturalCompression.h"
 
 #include "comm/LocalCommunicator.h"
-#include "compress/CounterRng.h"
+#include "compress/kernels/CounterRng.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"
 

@@ -7,9 +7,9 @@
 #include "compress/Thc.h"
 
 #include "comm/Collective.h"
-#include "compress/Hadamard.h"
-#include "compress/SaturatingPackedSum.h"
 #include "compress/ThcTable.h"
+#include "compress/kernels/Hadamard.h"
+#include "compress/kernels/SaturatingPackedSum.h"
 #include "tests/testing/ThreadGroup.h"
 
 #include <gtest/gtest.h>

@@ -8,9 +8,9 @@
 
 #include "comm/Collective.h"
 #include "compress/ErrorFeedback.h"
-#include "compress/Hadamard.h"
-#include "compress/SaturatingPackedSum.h"
 #include "compress/ThcTable.h"
+#include "compress/kernels/Hadamard.h"
+#include "compress/kernels/SaturatingPackedSum.h"
 #include "tests/testing/ThreadGroup.h"
 
 #include <ATen/CPUGeneratorImpl.h>

@@ -9,8 +9,8 @@
 
 #include "comm/LocalCommunicator.h"
 #include "compress/Factory.h"
-#include "compress/Hadamard.h"
 #include "compress/ThcTable.h"
+#include "compress/kernels/Hadamard.h"
 #include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"

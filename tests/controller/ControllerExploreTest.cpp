@@ -8,6 +8,7 @@
 #include "controller/Controller.h"
 #include "controller/ControllerOptions.h"
 #include "controller/Pareto.h"
+#include "sync/GradSync.h"
 #include "sync/Plan.h"
 #include "util/Yaml.h"
 
@@ -79,15 +80,28 @@ class FakeTimedLoop final : public trainer::ControlledLoop {
   }
 
   trainer::StepMeasure exploreStep() override {
+    if (!canSnapshot_) ADD_FAILURE() << "exploreStep() called on a loop that cannot snapshot";
     ++explored_[sync_.plan(0).compressor];
     return step();
   }
-  std::string snapshot() override { return "state"; }
+  // As the trainer's loop: the compressor states of the snapshot are kept,
+  // those made since (the explored plans') dropped; the MLP's parameters
+  // and data go on (the step times, not the training, are under test).
+  std::string snapshot() override {
+    if (!canSnapshot_) ADD_FAILURE() << "snapshot() called on a loop that cannot snapshot";
+    keys_ = sync_.compressorKeys();
+    return "state";
+  }
   void restore(const std::string& snap) override {
+    if (!canSnapshot_) ADD_FAILURE() << "restore() called on a loop that cannot snapshot";
     ASSERT_EQ(snap, "state");
+    sync_.keepOnly(keys_);
     ++restores_;
   }
 
+  // false: a loop that cannot keep its state in memory (a DDP hook's
+  // bridge), which serves `explore: 0`; any call that needs it fails.
+  bool canSnapshot_ = true;
   std::map<std::string, int> explored_;  // exploreStep calls per compressor
   int restores_ = 0;
   // Step time per compressor.
@@ -106,6 +120,7 @@ class FakeTimedLoop final : public trainer::ControlledLoop {
 
   std::shared_ptr<models::Model> model_;
   trainer::GradSync sync_;
+  std::vector<std::vector<std::string>> keys_;  // the compressor states at the snapshot
   int rank_;
   int64_t step_ = 0;
 };
@@ -122,6 +137,19 @@ struct Explored {
   int restores = 0;
   nlohmann::json decision;
 };
+
+// The races' model: a 784-64-10 MLP from seed 3, made under `mu` because
+// torch::manual_seed is process-global and every rank is a thread.
+std::shared_ptr<models::Model> seededMlp(std::mutex& mu) {
+  models::ModelOptions mo;
+  mo.name = "mlp";
+  mo.numClasses = 10;
+  mo.mlp.inputSize = 784;
+  mo.mlp.hidden = {64};
+  std::lock_guard<std::mutex> lock(mu);
+  torch::manual_seed(3);
+  return models::makeModel(mo);
+}
 
 // Five steps on fp16, then the first decision (step 5), among the candidates
 // of `families`; `options` go into the controller's YAML flow map (the
@@ -143,17 +171,7 @@ Explored decide(const std::string& dir, const std::string& options,
   gradzip::testing::runRanks(
       2,
       [&](comm::Communicator& c) {
-        models::ModelOptions mo;
-        mo.name = "mlp";
-        mo.numClasses = 10;
-        mo.mlp.inputSize = 784;
-        mo.mlp.hidden = {64};
-        std::shared_ptr<models::Model> model;
-        {
-          std::lock_guard<std::mutex> lock(mu);  // torch::manual_seed is process-global
-          torch::manual_seed(3);
-          model = models::makeModel(mo);
-        }
+        auto model = seededMlp(mu);
         auto r = YamlReader::loadString(
             "{families: " + families + ", collectives: " + collectives + ", ratios: [0.01], topkc_bits: [2],"
             " time_weight: 0.85, warmup_steps: 5, provisional_step: 0, explore: 2,"
@@ -166,7 +184,7 @@ Explored decide(const std::string& dir, const std::string& options,
         trainer::Controller controller(opts, c, loop.sync(), dir);
         controller.start(0);
         // After the start-up probe (α), so β settles from the delayed
-        // collectives of the first steps (Controller::settleBeta).
+        // collectives of the first steps (LinkEstimator::settleBeta).
         c.setSendDelay(startDelay);
         for (int64_t s = 1; s <= 5; ++s) controller.afterStep(s, loop.step(), loop);
         ASSERT_EQ(controller.decisions(), 1);
@@ -333,6 +351,46 @@ TEST(ControllerExplore, PinnedTheTriggerReferencesAreThePinsOwnSteps) {
   EXPECT_TRUE(runs(d["chosen"], "topkc")) << d.dump();
   EXPECT_DOUBLE_EQ(d["references"]["step"].get<double>(), 0.5) << d.dump();
   EXPECT_TRUE(events(dir.path(), "followup").empty());
+}
+
+TEST(ControllerExplore, WithoutExplorationOrRewindTheLoopIsOnlyStepped) {
+  // explore = 0 and provisional_rewind: false (set in the options directly:
+  // `explore` in YAML takes 1 to 64): the provisional step (step 2) and the
+  // decisions run on predictions alone, so a loop that cannot keep its state
+  // in memory (canSnapshot_ false: any snapshot, restore or exploreStep
+  // fails the test) serves the controller from begin() through 30 steps of
+  // trigger checks.
+  gradzip::testing::TempDir dir;
+  std::mutex mu;
+  gradzip::testing::runRanks(
+      2,
+      [&](comm::Communicator& c) {
+        auto model = seededMlp(mu);
+        auto r = YamlReader::loadString(
+            "{families: [fp16, topkc], collectives: [engine], topkc_bits: [2], warmup_steps: 5,"
+            " provisional_step: 2, provisional_rewind: false, check_every: 1, min_interval: 5,"
+            " network_interval: 2, probe: {budget_seconds: 0.3}}",
+            "loop.yaml");
+        auto opts = trainer::ControllerOptions::fromYaml(r);
+        opts.explore = 0;
+        FakeTimedLoop loop(c, model);
+        loop.canSnapshot_ = false;
+        trainer::Controller controller(opts, c, loop.sync(), dir.path());
+        controller.start(0);
+        controller.begin(0, loop);
+        EXPECT_FALSE(controller.mayRewind());
+        for (int64_t s = 1; s <= 30; ++s) {
+          if (s == 15) loop.seconds_ = {{"fp16", 2.0}, {"topkc", 0.2}};  // a step-time change to decide on
+          controller.afterStep(s, loop.step(), loop);
+        }
+        controller.finish();
+        EXPECT_GE(controller.decisions(), 1);
+        EXPECT_TRUE(loop.explored_.empty());
+        EXPECT_EQ(loop.restores_, 0);
+      },
+      std::chrono::seconds(60));
+  EXPECT_EQ(events(dir.path(), "provisional").size(), 1u);
+  for (const auto& d : decisions(dir.path())) EXPECT_TRUE(d["explored"].empty()) << d.dump();
 }
 
 TEST(ControllerExplore, WithoutTheRaceEveryCandidateRunsExploreSteps) {

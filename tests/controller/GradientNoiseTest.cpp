@@ -2,7 +2,7 @@
 // of |G|² and tr(Σ) (exact on expected norms, unbiased on sampled batches),
 // their collective measurement on a sample of coordinates over a real Gloo
 // group, and §2.3's steps at another batch size.
-#include "compress/CounterRng.h"
+#include "compress/kernels/CounterRng.h"
 #include "tests/testing/ThreadGroup.h"
 #include "controller/GradientNoise.h"
 

@@ -4,8 +4,8 @@
 // training step's stream (Context::privateSeed of steps 0, 1, .. on rank 0,
 // bucket 0), cut at --bytes.
 #include "comm/LocalCommunicator.h"
-#include "compress/AesNoise.h"
 #include "compress/Compressor.h"
+#include "compress/kernels/AesNoise.h"
 #include "experiments/Benchmarks.h"
 
 #include <gtest/gtest.h>
