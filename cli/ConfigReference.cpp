@@ -60,7 +60,9 @@ const std::map<std::string, std::string>& descriptions() {
       {"train.loss_spike_factor", "log a loss above this multiple of the running mean as a spike; 0 = off, else > 1"},
       {"comm.timeout_s", "bounds every collective and every step of joining (GRADZIP_COMM_TIMEOUT_S overrides)"},
       {"comm.bucket_mb", "gradient bucket size in MB"},
-      {"comm.latency_us", "injected per-message delay in gradzip's collectives"},
+      {"comm.latency_us",
+       "emulated latency: every message round waits this long, point-to-point sends and engine collectives "
+       "alike (rounds as comm/CostModel.h counts them)"},
       {"comm.overlap", "communicate buckets during backward"},
       {"network.ranks", "not in a train config: the rank count comes from `launch -n` or the suite"},
       {"network.subnet", "first three octets of the emulated ranks' addresses"},

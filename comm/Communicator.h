@@ -67,7 +67,7 @@ class Communicator {
   // (Gloo implements this as an all-reduce, at twice the traffic: DESIGN.md §3.)
   virtual Work reduceScatter(at::Tensor& out, std::vector<at::Tensor>& in, ReduceOp op = ReduceOp::Sum) = 0;
   // Point-to-point; `t` must stay alive and unmodified until the Work completes.
-  // The injected per-message delay (latency emulation) applies to send().
+  // The emulated latency (setSendDelay) delays send(), never recv().
   virtual Work send(const at::Tensor& t, int dst, int tag) = 0;
   virtual Work recv(at::Tensor& t, int src, int tag) = 0;
   virtual Work barrier() = 0;
@@ -75,8 +75,23 @@ class Communicator {
   // Timeout of every blocking operation.
   virtual std::chrono::milliseconds timeout() const = 0;
 
-  // Latency emulation: every send() is held back by `delay` before it is issued
-  // (netem is absent on our kernels; DESIGN.md §8). Zero disables it.
+  // Latency emulation (netem is absent on our kernels; DESIGN.md §8): every
+  // message round pays `delay`, whichever plan makes it. A send() is issued
+  // `delay` after the call, an engine collective (allReduce, allGather,
+  // broadcast, reduceScatter, barrier) engineRounds(op, size()) × `delay`
+  // after it: the α terms of its row of Table I (comm/CostModel.h; all-reduce
+  // and reduce-scatter as a ring, 2(N−1); all-gather, broadcast and barrier
+  // log2 N), so a plan over gradzip's point-to-point collectives and one on the
+  // engine that make the same rounds take the same emulated time, and a probed
+  // α prices both. The delay holds back the message, not the caller (CUDA
+  // tensors excepted: ProcessGroupCommunicator.h): messages sent together share
+  // one round, so a ring all-reduce, each step waiting for the last one's
+  // message, pays 2(N−1) delays, and a parameter server's N−1 uplinks pay one.
+  // Every operation pays, control messages too (finiteness flags, the
+  // controller's broadcasts, barriers): they are message rounds on a real
+  // network, and a rule without exceptions charges every plan alike. Zero
+  // disables it; a communicator without a network (LocalCommunicator)
+  // ignores it.
   void setSendDelay(std::chrono::microseconds delay) { sendDelay_ = delay; }
   std::chrono::microseconds sendDelay() const { return sendDelay_; }
 

@@ -56,6 +56,35 @@ double allGatherCost(double bytes, int n, const NetworkParams& p) {
   return p.alpha * log2n(n) + (n - 1) * bytes * p.beta;  // Table I, Allgather
 }
 
+double barrierCost(int n, const NetworkParams& p) {
+  checkArgs("barrierCost", 0.0, n, p);
+  return p.alpha * log2n(n);  // dissemination barrier, charged like Table I's log N rows
+}
+
+const char* toString(EngineOp op) {
+  switch (op) {
+    case EngineOp::AllReduce: return "allreduce";
+    case EngineOp::AllGather: return "allgather";
+    case EngineOp::Broadcast: return "broadcast";
+    case EngineOp::ReduceScatter: return "reducescatter";
+    case EngineOp::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+double engineRounds(EngineOp op, int n) {
+  // α = 1 s, β = 0, no bytes: a row's cost is then its count of latency terms.
+  const NetworkParams alphaOnly{1.0, 0.0};
+  switch (op) {
+    case EngineOp::AllReduce:
+    case EngineOp::ReduceScatter: return allReduceCost("engine", 0.0, n, alphaOnly);
+    case EngineOp::AllGather: return allGatherCost(0.0, n, alphaOnly);
+    case EngineOp::Broadcast: return broadcastCost(0.0, n, alphaOnly);
+    case EngineOp::Barrier: return barrierCost(n, alphaOnly);
+  }
+  GZ_ASSERT(false, "unknown EngineOp");
+}
+
 double agTopKCost(double modelBytes, double cr, int n, const NetworkParams& p) {
   checkCr("agTopKCost", cr);
   // §3-D: AG exchanges 2Mc bytes (values and indices): α log N + 2Mcβ(N-1).

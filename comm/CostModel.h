@@ -32,6 +32,22 @@ double treeAllReduceCost(double bytes, int n, const NetworkParams& p);
 double broadcastCost(double bytes, int n, const NetworkParams& p);
 // Allgather:       α log N + (N-1)Mβ   (M = bytes each worker contributes)
 double allGatherCost(double bytes, int n, const NetworkParams& p);
+// Barrier:         α log N   (not in Table I: Gloo's dissemination barrier runs
+//                  ⌈log2 N⌉ rounds of empty messages; charged log N like the
+//                  table's other logarithmic rows)
+double barrierCost(int n, const NetworkParams& p);
+
+// The operations the communication engine runs with its own algorithms (the
+// Communicator's collectives on c10d).
+enum class EngineOp { AllReduce, AllGather, Broadcast, ReduceScatter, Barrier };
+const char* toString(EngineOp op);
+// The message rounds of one engine operation among N workers: the α
+// coefficient of its row above, derived from the row itself, so latency
+// emulation (Communicator::setSendDelay) and the cost model cannot disagree.
+// All-reduce as Ring-AR, 2(N-1), as allReduceCost charges "engine";
+// reduce-scatter, which Gloo runs as an all-reduce, the same; all-gather,
+// broadcast and barrier log N. 0 for N = 1.
+double engineRounds(EngineOp op, int n);
 
 // Eq. 4 (§3-D), top-k at compression ratio c (0 < c <= 1) of a dense gradient of
 // M = modelBytes bytes. The paper counts Mc bytes of values and Mc bytes of

@@ -1,5 +1,6 @@
 // Implements comm/ProcessGroupCommunicator.h: thin, checked wrappers over c10d
 // collectives whose Work handles time the operation and rethrow as CommError.
+// Every operation goes through issue(), which applies the emulated latency.
 #include "comm/ProcessGroupCommunicator.h"
 
 #include "util/Error.h"
@@ -7,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <cstdlib>
+#include <future>
 #include <thread>
 
 namespace gradzip::comm {
@@ -14,12 +16,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A c10d operation, issued now or by the delay line. Timed from the call, so
+// an emulated delay counts in CommStats as the network's time.
 class C10dWork final : public Work::Impl {
  public:
-  C10dWork(c10::intrusive_ptr<c10d::Work> w, std::string what, CommStats* stats, std::string op, int64_t sent,
-           int64_t received, std::chrono::milliseconds timeout)
-      : work_(std::move(w)), what_(std::move(what)), stats_(stats), op_(std::move(op)), sent_(sent),
-        received_(received), timeout_(timeout), start_(Clock::now()) {}
+  C10dWork(DelayLine::Issued issued, Clock::time_point start, Clock::time_point due, std::string what,
+           CommStats* stats, std::string op, int64_t sent, int64_t received, std::chrono::milliseconds timeout)
+      : issued_(std::move(issued)), what_(std::move(what)), stats_(stats), op_(std::move(op)), sent_(sent),
+        received_(received), timeout_(timeout), start_(start), due_(due) {}
 
   void wait() override {
     if (done_) {
@@ -28,26 +32,42 @@ class C10dWork final : public Work::Impl {
     }
     done_ = true;
     try {
-      work_->wait(timeout_);
+      // The line issues at `due`; a timeout past it means its thread is stuck.
+      if (issued_.wait_until(due_ + timeout_) != std::future_status::ready)
+        throw std::runtime_error("the latency emulation's delay line did not issue it in time");
+      issued_.get()->wait(timeout_);
     } catch (const std::exception& e) {
       error_ = std::make_exception_ptr(CommError(fmt::format("{} failed: {}", what_, firstLine(e.what()))));
       std::rethrow_exception(error_);
     }
     stats_->record(op_, sent_, received_, std::chrono::duration<double>(Clock::now() - start_).count());
   }
-  bool isCompleted() override { return work_->isCompleted(); }
+  bool isCompleted() override {
+    if (issued_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+    try {
+      return issued_.get()->isCompleted();
+    } catch (...) {
+      return true;  // failed to issue: complete, and wait() rethrows
+    }
+  }
 
  private:
-  c10::intrusive_ptr<c10d::Work> work_;
+  DelayLine::Issued issued_;
   std::string what_;
   CommStats* stats_;
   std::string op_;
   int64_t sent_, received_;
   std::chrono::milliseconds timeout_;
-  Clock::time_point start_;
+  Clock::time_point start_, due_;
   bool done_ = false;
   std::exception_ptr error_;
 };
+
+DelayLine::Issued issuedNow(c10::intrusive_ptr<c10d::Work> w) {
+  std::promise<c10::intrusive_ptr<c10d::Work>> p;
+  p.set_value(std::move(w));
+  return p.get_future().share();
+}
 
 c10d::ReduceOp toC10d(ReduceOp op) {
   switch (op) {
@@ -102,20 +122,44 @@ void ProcessGroupCommunicator::checkPeer(int peer, const char* op) const {
            op, peer, size_);
 }
 
-Work ProcessGroupCommunicator::wrap(c10::intrusive_ptr<c10d::Work> w, std::string op, std::string peer,
-                                    int64_t sent, int64_t received) {
+Work ProcessGroupCommunicator::issue(DelayLine::Lane lane, double rounds, bool cuda, DelayLine::Issue fn,
+                                     std::string op, std::string peer, int64_t sent, int64_t received) {
+  const auto start = Clock::now();
+  const auto delay = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::micro>(rounds * static_cast<double>(sendDelay_.count())));
+  DelayLine::Issued issued;
+  if (cuda) {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);  // NCCL: see the header
+    issued = issuedNow(fn());
+  } else if (delay.count() > 0 || delayLine_.busy(lane)) {
+    issued = delayLine_.submit(lane, start + delay, std::move(fn));
+  } else {
+    issued = issuedNow(fn());
+  }
+  return wrap(std::move(issued), start, start + delay, std::move(op), std::move(peer), sent, received);
+}
+
+Work ProcessGroupCommunicator::wrap(DelayLine::Issued issued, Clock::time_point start, Clock::time_point due,
+                                    std::string op, std::string peer, int64_t sent, int64_t received) {
   std::string what = fmt::format("rank {}: {}{}", rank_, op, peer);
-  return Work(std::make_shared<C10dWork>(std::move(w), std::move(what), &stats_, std::move(op), sent, received,
-                                         timeout_));
+  return Work(std::make_shared<C10dWork>(std::move(issued), start, due, std::move(what), &stats_, std::move(op), sent,
+                                         received, timeout_));
+}
+
+Work ProcessGroupCommunicator::collective(EngineOp op, bool cuda, DelayLine::Issue fn, int64_t sent,
+                                          int64_t received, std::string peer) {
+  return issue(DelayLine::Lane::Collective, engineRounds(op, size_), cuda, std::move(fn), toString(op),
+               std::move(peer), sent, received);
 }
 
 Work ProcessGroupCommunicator::allReduce(at::Tensor& t, ReduceOp op) {
   auto& b = backendFor(t, "allreduce");
-  std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions o;
   o.reduceOp = toC10d(op);
   o.timeout = timeout_;
-  return wrap(b.allreduce(ts, o), "allreduce", "", bytesOf(t), bytesOf(t));
+  return collective(EngineOp::AllReduce, t.is_cuda(), [&b, ts = std::vector<at::Tensor>{t}, o]() mutable {
+    return b.allreduce(ts, o);
+  }, bytesOf(t), bytesOf(t));
 }
 
 Work ProcessGroupCommunicator::allGather(std::vector<at::Tensor>& out, const at::Tensor& in) {
@@ -127,24 +171,26 @@ Work ProcessGroupCommunicator::allGather(std::vector<at::Tensor>& out, const at:
              "rank {}: allgather: output tensors must match the input's shape and dtype", rank_);
     backendFor(o, "allgather");
   }
-  std::vector<std::vector<at::Tensor>> outs{out};
-  std::vector<at::Tensor> ins{in};
   c10d::AllgatherOptions o;
   o.timeout = timeout_;
-  return wrap(b.allgather(outs, ins, o), "allgather", "", bytesOf(in) * (size_ - 1), bytesOf(in) * (size_ - 1));
+  const int64_t bytes = bytesOf(in) * (size_ - 1);
+  return collective(EngineOp::AllGather, in.is_cuda(),
+                    [&b, outs = std::vector<std::vector<at::Tensor>>{out}, ins = std::vector<at::Tensor>{in},
+                     o]() mutable { return b.allgather(outs, ins, o); },
+                    bytes, bytes);
 }
 
 Work ProcessGroupCommunicator::broadcast(at::Tensor& t, int root) {
   auto& b = backendFor(t, "broadcast");
   GZ_CHECK(root >= 0 && root < size_, "rank {}: broadcast: root {} out of range (world size {})", rank_, root,
            size_);
-  std::vector<at::Tensor> ts{t};
   c10d::BroadcastOptions o;
   o.rootRank = root;
   o.timeout = timeout_;
   const bool isRoot = root == rank_;
-  return wrap(b.broadcast(ts, o), "broadcast", fmt::format(" from rank {}", root), isRoot ? bytesOf(t) : 0,
-              isRoot ? 0 : bytesOf(t));
+  return collective(EngineOp::Broadcast, t.is_cuda(), [&b, ts = std::vector<at::Tensor>{t}, o]() mutable {
+    return b.broadcast(ts, o);
+  }, isRoot ? bytesOf(t) : 0, isRoot ? 0 : bytesOf(t), fmt::format(" from rank {}", root));
 }
 
 Work ProcessGroupCommunicator::reduceScatter(at::Tensor& out, std::vector<at::Tensor>& in, ReduceOp op) {
@@ -156,34 +202,41 @@ Work ProcessGroupCommunicator::reduceScatter(at::Tensor& out, std::vector<at::Te
              "rank {}: reducescatter: input tensors must match the output's shape and dtype", rank_);
     backendFor(i, "reducescatter");
   }
-  std::vector<at::Tensor> outs{out};
-  std::vector<std::vector<at::Tensor>> ins{in};
   c10d::ReduceScatterOptions o;
   o.reduceOp = toC10d(op);
   o.timeout = timeout_;
   const int64_t bytes = bytesOf(out) * (size_ - 1);
-  return wrap(b.reduce_scatter(outs, ins, o), "reducescatter", "", bytes, bytes);
+  return collective(EngineOp::ReduceScatter, out.is_cuda(),
+                    [&b, outs = std::vector<at::Tensor>{out}, ins = std::vector<std::vector<at::Tensor>>{in},
+                     o]() mutable { return b.reduce_scatter(outs, ins, o); },
+                    bytes, bytes);
 }
 
 Work ProcessGroupCommunicator::send(const at::Tensor& t, int dst, int tag) {
   auto& b = backendFor(t, "send");
   checkPeer(dst, "send");
-  if (sendDelay_.count() > 0) std::this_thread::sleep_for(sendDelay_);  // latency emulation, DESIGN.md §8
-  std::vector<at::Tensor> ts{t};
-  return wrap(b.send(ts, dst, tag), "send", fmt::format(" to rank {} (tag {})", dst, tag), bytesOf(t), 0);
+  // One message: one round of emulated latency (DESIGN.md §8).
+  return issue(
+      DelayLine::Lane::PointToPoint, 1.0, t.is_cuda(),
+      [&b, ts = std::vector<at::Tensor>{t}, dst, tag]() mutable { return b.send(ts, dst, tag); }, "send",
+      fmt::format(" to rank {} (tag {})", dst, tag), bytesOf(t), 0);
 }
 
 Work ProcessGroupCommunicator::recv(at::Tensor& t, int src, int tag) {
   auto& b = backendFor(t, "recv");
   checkPeer(src, "recv");
   std::vector<at::Tensor> ts{t};
-  return wrap(b.recv(ts, src, tag), "recv", fmt::format(" from rank {} (tag {})", src, tag), 0, bytesOf(t));
+  // Posted at once, never behind the delay line: its message paid when it was
+  // sent, and receives are matched in their own order, not the sends'.
+  const auto now = Clock::now();
+  return wrap(issuedNow(b.recv(ts, src, tag)), now, now, "recv", fmt::format(" from rank {} (tag {})", src, tag), 0,
+              bytesOf(t));
 }
 
 Work ProcessGroupCommunicator::barrier() {
   c10d::BarrierOptions o;
   o.timeout = timeout_;
-  return wrap(gloo_->barrier(o), "barrier", "", 0, 0);
+  return collective(EngineOp::Barrier, false, [this, o]() mutable { return gloo_->barrier(o); }, 0, 0);
 }
 
 }  // namespace gradzip::comm

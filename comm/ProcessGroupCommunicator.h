@@ -2,11 +2,16 @@
 // compiled with GRADZIP_CUDA and a GPU is present, ProcessGroupNCCL for CUDA
 // tensors. It checks dtype, device and layout before calling into Gloo (a
 // refusal inside Gloo's worker thread can abort the process), applies the
-// injected send delay, and turns every c10d failure into a CommError that names
-// this rank, the operation and the peer.
+// emulated latency (Communicator::setSendDelay) through a DelayLine, and turns
+// every c10d failure into a CommError that names this rank, the operation and
+// the peer. CUDA tensors are the exception to the delay line: NCCL orders its
+// inputs by the issuing thread's current stream, so their delay holds the
+// caller back instead.
 #pragma once
 
 #include "comm/Communicator.h"
+#include "comm/CostModel.h"
+#include "comm/DelayLine.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -42,13 +47,25 @@ class ProcessGroupCommunicator final : public Communicator {
   // The backend for tensors on t's device; validates dtype/layout for `op`.
   c10d::Backend& backendFor(const at::Tensor& t, const char* op);
   void checkPeer(int peer, const char* op) const;
-  Work wrap(c10::intrusive_ptr<c10d::Work> w, std::string op, std::string peer, int64_t sent, int64_t received);
+  // Runs `fn` (which issues the c10d operation) now, or, with latency
+  // emulation on, `rounds` send delays from now through the delay line (CUDA:
+  // after holding the caller back), and wraps its Work for CommError and
+  // CommStats.
+  Work issue(DelayLine::Lane lane, double rounds, bool cuda, DelayLine::Issue fn, std::string op, std::string peer,
+             int64_t sent, int64_t received);
+  Work wrap(DelayLine::Issued issued, DelayLine::Clock::time_point start, DelayLine::Clock::time_point due,
+            std::string op, std::string peer, int64_t sent, int64_t received);
+  // issue() for an engine collective: rounds = engineRounds(op, size()).
+  Work collective(EngineOp op, bool cuda, DelayLine::Issue fn, int64_t sent, int64_t received,
+                  std::string peer = "");
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Backend> cuda_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  // Last: destroyed first, it issues what is still queued while the backends live.
+  DelayLine delayLine_;
 };
 
 // Gloo accepts float, double, half, bfloat16, int8, uint8, int32 and int64.

@@ -5,7 +5,7 @@
 // trainer reports them through a progress file: launch/ProgressFile.h); one
 // schedule uses one clock. The rate of a step holds until the next step starts;
 // the last step holds forever. Latency is not part of a schedule: the kernel has
-// no netem, so gradzip emulates latency inside its own collectives
+// no netem, so gradzip emulates latency inside its communicator
 // (Communicator::setSendDelay, DESIGN.md §8).
 #pragma once
 

@@ -53,7 +53,7 @@ struct TrainOptions {
 struct CommOptions {
   int timeoutS = 60;       // every collective and the rendezvous; a dead peer fails within it
   double bucketMb = 25;    // gradient bucket size
-  int latencyUs = 0;       // injected per-message delay in gradzip's collectives (latency emulation)
+  int latencyUs = 0;       // emulated latency per message round, every plan alike (Communicator::setSendDelay)
   bool overlap = true;     // communicate buckets during backward
 };
 

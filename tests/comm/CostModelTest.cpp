@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace gradzip::comm {
 namespace {
 
@@ -40,6 +42,23 @@ TEST(CostModelTest, TableOneClosedForms) {
   EXPECT_DOUBLE_EQ(allReduceCost("engine", m, 8, p), ringAllReduceCost(m, 8, p));
   EXPECT_DOUBLE_EQ(allReduceCost("tree", m, 8, p), treeAllReduceCost(m, 8, p));
   EXPECT_DOUBLE_EQ(allReduceCost("ps", m, 8, p), psCost(m, 8, p));
+}
+
+// The rounds latency emulation charges the engine: the α coefficients of the
+// rows above (all-reduce and reduce-scatter as a ring), none for one worker.
+TEST(CostModelTest, EngineRoundsAreTheRowsAlphaTerms) {
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::AllReduce, 8), 14);
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::ReduceScatter, 8), 14);
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::AllGather, 8), 3);
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::Broadcast, 8), 3);
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::Barrier, 8), 3);
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::Broadcast, 3), std::log2(3.0));
+  EXPECT_DOUBLE_EQ(barrierCost(4, {2.0, 3.0}), 4.0);
+  for (auto op : {EngineOp::AllReduce, EngineOp::AllGather, EngineOp::Broadcast, EngineOp::ReduceScatter,
+                  EngineOp::Barrier})
+    EXPECT_DOUBLE_EQ(engineRounds(op, 1), 0.0) << toString(op);
+  EXPECT_DOUBLE_EQ(engineRounds(EngineOp::AllReduce, 5) * 1e-3,
+                   allReduceCost("engine", 0, 5, NetworkParams{1e-3, 0.0}));
 }
 
 // Table VI, (α, 1/β) = (1 ms, 1 Gbps), N = 8, CR 0.1, fp32 gradients (M = 4
