@@ -28,6 +28,7 @@ ARMS = [
     ("gradzip TopKC b=2", ["--hook", "gradzip", "--plan", '{"name": "topkc", "topkc": {"bits": 2}}']),
     ("gradzip THC 4-bit PS", ["--hook", "gradzip", "--plan",
                               '{"name": "thc", "collective": "ps", "thc": {"bits": 4}}']),
+    ("gradzip PowerSGD r4", ["--hook", "gradzip", "--plan", '{"name": "powersgd", "powersgd": {"rank": 4}}']),
     ("gradzip auto", ["--hook", "gradzip", "--plan", "auto"]),
     ("DDP fp32 all-reduce", ["--hook", "ddp"]),
 ]
@@ -65,9 +66,18 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", nargs="*", help="run only arms whose name contains one of these")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments/results/pytorch_hooks.md"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the arms of --out's raw results that this run does not run again")
     args = ap.parse_args()
 
     results = []
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as f:
+            text = f.read()
+        raw = text.split("```json", 1)[1].split("```", 1)[0] if "```json" in text else ""
+        results = [json.loads(line) for line in raw.splitlines() if line.strip()]
+        if args.only:
+            results = [r for r in results if not any(o in r["arm"] for o in args.only)]
     for name, extra in ARMS:
         if args.only and not any(o in name for o in args.only):
             continue
@@ -77,6 +87,9 @@ def main():
         tt = r["reached"]["seconds"] if r["reached"] else None
         print(f"{name:26s} time to {args.target:.2f}: {tt if tt is None else round(tt, 1)} s "
               f"(steps {r['steps']}, final accuracy {r['accuracy']:.3f})", flush=True)
+
+    order = [name for name, _ in ARMS]
+    results.sort(key=lambda r: order.index(r["arm"]) if r["arm"] in order else len(order))
 
     def tta(arm):
         for r in results:
