@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -182,8 +183,13 @@ void DdpHook::checkPlansAgree() {
 trainer::BucketSync& DdpHook::bucketFor(const Job& job) {
   if (static_cast<int>(buckets_.size()) <= job.index) buckets_.resize(job.index + 1);
   auto& b = buckets_[job.index];
-  const std::string tensors = tensorsOf(job.layout);
-  if (b && tensorsOf(b->layout()) == tensors) return *b;
+  // Every step: compared slot by slot, without building tensorsOf's string.
+  const auto sameSlots = [&](const std::vector<compress::TensorSlot>& l) {
+    return std::equal(l.begin(), l.end(), job.layout.begin(), job.layout.end(), [](const auto& x, const auto& y) {
+      return x.offset == y.offset && x.numel == y.numel && x.shape == y.shape && x.name == y.name;
+    });
+  };
+  if (b && sameSlots(b->layout())) return *b;
   // DDP rebuilds its buckets after a process's first step, in the order the
   // gradients arrived, and may regroup them: the error-feedback residual
   // follows each tensor into its new bucket (Σ applied + residual =
@@ -192,7 +198,7 @@ trainer::BucketSync& DdpHook::bucketFor(const Job& job) {
   if (b) poolResidual(*b, b->takeResidual());
   const trainer::Plan plan = plan_ ? *plan_ : auto_->startingPlan(job.index);
   b = std::make_unique<trainer::BucketSync>(job.index, job.layout, plan);
-  if (!pendingLoad_.empty()) restoreSaved(*b, tensors);
+  if (!pendingLoad_.empty()) restoreSaved(*b, tensorsOf(job.layout));
   if (!pool_.empty()) {
     at::Tensor e = at::zeros({job.buffer.numel()}, at::kFloat);
     bool any = false;
