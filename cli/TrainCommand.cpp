@@ -22,6 +22,7 @@ int trainCommand(const TrainArgs& args) {
         args.config, args.config));
   auto ro = comm::RendezvousOptions::fromEnv(std::chrono::seconds(cfg.comm.timeoutS));
   ro.fingerprint = cfg.fingerprint();
+  ro.cudaBackend = cfg.comm.cudaBackend;
   auto comm = comm::connect(ro);
   comm->setSendDelay(std::chrono::microseconds(cfg.comm.latencyUs));
   prepareRunDirectory(cfg, *comm,

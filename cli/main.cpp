@@ -4,6 +4,7 @@
 // 3; bugs exit 70; command-line errors keep CLI11's codes (105-109).
 #include "comm/NcclBackend.h"
 #include "comm/ProcessGroupCommunicator.h"
+#include "compress/CodecPath.h"
 #include "experiments/Benchmarks.h"
 #include "experiments/Compare.h"
 #include "cli/Commands.h"
@@ -171,6 +172,10 @@ int main(int argc, char** argv) {
   benchComp->add_option("--repeats", bpArgs.repeats, "Timed repetitions")->capture_default_str();
   benchComp->add_option("--out", bpArgs.out, "Append results (JSON lines) to this file");
   benchComp->add_option("--simd", bpArgs.simd, "Cap the kernels' SIMD tier: portable, avx2 or avx512 (default: the CPU's)");
+  benchComp->add_option("--device", bpArgs.device,
+                        "cpu, or cuda: codecs on the GPU against a device-to-device copy (--out a file of its own, "
+                        "e.g. experiments/results/gpu_compressors.jsonl)")
+      ->capture_default_str();
 
   auto* benchNoise = bench->add_subcommand("noise", "Write C_nat's noise stream to stdout (for PractRand: RNG_test stdin32)");
   experiments::BenchNoiseArgs bnArgs;
@@ -224,6 +229,9 @@ int main(int argc, char** argv) {
   if (const char* w = std::getenv("WORLD_SIZE")) world = std::atoi(w);
   try {
     initLogging(rank, world, logLevel);
+    // Every compressor of this process on the device-generic path (compress/CodecPath.h).
+    if (const char* path = std::getenv("GRADZIP_CODEC_PATH"))
+      compress::setDefaultCodecPath(compress::parseCodecPath(path, "GRADZIP_CODEC_PATH"));
 #ifdef GRADZIP_HAVE_CUDA
     comm::registerNcclBackend();
 #endif

@@ -11,7 +11,6 @@
 #include <spdlog/spdlog.h>
 
 namespace gradzip::comm {
-namespace {
 
 c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   std::chrono::milliseconds timeout) {
@@ -23,8 +22,6 @@ c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d:
   opts->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
 }
-
-}  // namespace
 
 void registerNcclBackend() { setCudaBackendFactory(&makeNcclBackend); }
 

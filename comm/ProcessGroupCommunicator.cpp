@@ -3,6 +3,7 @@
 // Every operation goes through issue(), which applies the emulated latency.
 #include "comm/ProcessGroupCommunicator.h"
 
+#include "comm/HostStaging.h"
 #include "util/Error.h"
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -96,8 +97,9 @@ bool glooSupports(at::ScalarType t) {
 
 ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> gloo,
                                                    c10::intrusive_ptr<c10d::Backend> cuda, int rank, int size,
-                                                   std::chrono::milliseconds timeout)
-    : gloo_(std::move(gloo)), cuda_(std::move(cuda)), rank_(rank), size_(size), timeout_(timeout) {
+                                                   std::chrono::milliseconds timeout, bool stageCuda)
+    : gloo_(std::move(gloo)), cuda_(std::move(cuda)), rank_(rank), size_(size), timeout_(timeout),
+      stageCuda_(stageCuda) {
   GZ_ASSERT(gloo_, "a Gloo backend is required");
 }
 
@@ -106,8 +108,9 @@ c10d::Backend& ProcessGroupCommunicator::backendFor(const at::Tensor& t, const c
   GZ_CHECK(t.layout() == at::kStrided, "rank {}: {}: only dense tensors can be communicated", rank_, op);
   GZ_CHECK(t.is_contiguous(), "rank {}: {}: tensor must be contiguous (call .contiguous() first)", rank_, op);
   if (t.is_cuda()) {
-    GZ_CHECK(cuda_, "rank {}: {}: CUDA tensor given but no NCCL backend is available "
-             "(build with GRADZIP_CUDA=ON on a machine with a GPU)", rank_, op);
+    GZ_CHECK(cuda_, "rank {}: {}: CUDA tensor given but this communicator has no NCCL backend (comm.cuda_backend: "
+             "nccl needs a CUDA build and a GPU per rank; `comm.cuda_backend: gloo` stages CUDA tensors through host "
+             "memory instead)", rank_, op);
     return *cuda_;
   }
   GZ_CHECK(t.device().is_cpu(), "rank {}: {}: unsupported device {}", rank_, op, t.device().str());
@@ -153,6 +156,10 @@ Work ProcessGroupCommunicator::collective(EngineOp op, bool cuda, DelayLine::Iss
 }
 
 Work ProcessGroupCommunicator::allReduce(at::Tensor& t, ReduceOp op) {
+  if (staged(t)) {
+    at::Tensor host = hostCopy(t);
+    return withCopyBack(allReduce(host, op), {{t, host}});
+  }
   auto& b = backendFor(t, "allreduce");
   c10d::AllreduceOptions o;
   o.reduceOp = toC10d(op);
@@ -163,6 +170,17 @@ Work ProcessGroupCommunicator::allReduce(at::Tensor& t, ReduceOp op) {
 }
 
 Work ProcessGroupCommunicator::allGather(std::vector<at::Tensor>& out, const at::Tensor& in) {
+  if (staged(in)) {
+    std::vector<at::Tensor> hostOut;
+    std::vector<std::pair<at::Tensor, at::Tensor>> back;
+    for (auto& o : out) {
+      hostOut.push_back(at::empty_like(o, o.options().device(at::kCPU)));
+      back.emplace_back(o, hostOut.back());
+    }
+    const at::Tensor hostIn = hostCopy(in);
+    Work w = allGather(hostOut, hostIn);
+    return withCopyBack(std::move(w), std::move(back));
+  }
   auto& b = backendFor(in, "allgather");
   GZ_CHECK(static_cast<int>(out.size()) == size_, "rank {}: allgather: expected {} output tensors, got {}", rank_,
            size_, out.size());
@@ -181,6 +199,10 @@ Work ProcessGroupCommunicator::allGather(std::vector<at::Tensor>& out, const at:
 }
 
 Work ProcessGroupCommunicator::broadcast(at::Tensor& t, int root) {
+  if (staged(t)) {
+    at::Tensor host = hostCopy(t);
+    return withCopyBack(broadcast(host, root), {{t, host}});
+  }
   auto& b = backendFor(t, "broadcast");
   GZ_CHECK(root >= 0 && root < size_, "rank {}: broadcast: root {} out of range (world size {})", rank_, root,
            size_);
@@ -194,6 +216,12 @@ Work ProcessGroupCommunicator::broadcast(at::Tensor& t, int root) {
 }
 
 Work ProcessGroupCommunicator::reduceScatter(at::Tensor& out, std::vector<at::Tensor>& in, ReduceOp op) {
+  if (staged(out)) {
+    at::Tensor hostOut = hostCopy(out);
+    std::vector<at::Tensor> hostIn;
+    for (const auto& i : in) hostIn.push_back(hostCopy(i));
+    return withCopyBack(reduceScatter(hostOut, hostIn, op), {{out, hostOut}});
+  }
   auto& b = backendFor(out, "reducescatter");
   GZ_CHECK(static_cast<int>(in.size()) == size_, "rank {}: reducescatter: expected {} input tensors, got {}", rank_,
            size_, in.size());
@@ -213,6 +241,7 @@ Work ProcessGroupCommunicator::reduceScatter(at::Tensor& out, std::vector<at::Te
 }
 
 Work ProcessGroupCommunicator::send(const at::Tensor& t, int dst, int tag) {
+  if (staged(t)) return send(hostCopy(t), dst, tag);  // the issued operation keeps the copy alive
   auto& b = backendFor(t, "send");
   checkPeer(dst, "send");
   // One message: one round of emulated latency (DESIGN.md §8).
@@ -223,6 +252,10 @@ Work ProcessGroupCommunicator::send(const at::Tensor& t, int dst, int tag) {
 }
 
 Work ProcessGroupCommunicator::recv(at::Tensor& t, int src, int tag) {
+  if (staged(t)) {
+    at::Tensor host = at::empty_like(t, t.options().device(at::kCPU));
+    return withCopyBack(recv(host, src, tag), {{t, host}});
+  }
   auto& b = backendFor(t, "recv");
   checkPeer(src, "recv");
   std::vector<at::Tensor> ts{t};

@@ -6,7 +6,9 @@
 // every c10d failure into a CommError that names this rank, the operation and
 // the peer. CUDA tensors are the exception to the delay line: NCCL orders its
 // inputs by the issuing thread's current stream, so their delay holds the
-// caller back instead.
+// caller back instead. Without NCCL, CUDA tensors are refused unless the
+// communicator was built to stage them through host memory over Gloo
+// (comm/HostStaging.h, `comm.cuda_backend: gloo`).
 #pragma once
 
 #include "comm/Communicator.h"
@@ -27,13 +29,14 @@ void configureProcessGroups();
 
 class ProcessGroupCommunicator final : public Communicator {
  public:
-  // `cuda` may be null (CPU-only build or no GPU).
+  // `cuda` may be null (CPU-only build, no GPU, or `comm.cuda_backend: gloo`);
+  // then `stageCuda` lets CUDA tensors through Gloo by way of host copies.
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> gloo, c10::intrusive_ptr<c10d::Backend> cuda,
-                           int rank, int size, std::chrono::milliseconds timeout);
+                           int rank, int size, std::chrono::milliseconds timeout, bool stageCuda = false);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backendName() const override { return cuda_ ? "gloo+nccl" : "gloo"; }
+  std::string backendName() const override { return cuda_ ? "gloo+nccl" : stageCuda_ ? "gloo+host-staged cuda" : "gloo"; }
   Work allReduce(at::Tensor& t, ReduceOp op) override;
   Work allGather(std::vector<at::Tensor>& out, const at::Tensor& in) override;
   Work broadcast(at::Tensor& t, int root) override;
@@ -44,6 +47,8 @@ class ProcessGroupCommunicator final : public Communicator {
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
+  // True when t is a CUDA tensor that goes through Gloo as a host copy.
+  bool staged(const at::Tensor& t) const { return t.is_cuda() && !cuda_ && stageCuda_; }
   // The backend for tensors on t's device; validates dtype/layout for `op`.
   c10d::Backend& backendFor(const at::Tensor& t, const char* op);
   void checkPeer(int peer, const char* op) const;
@@ -64,6 +69,7 @@ class ProcessGroupCommunicator final : public Communicator {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  bool stageCuda_;
   // Last: destroyed first, it issues what is still queued while the backends live.
   DelayLine delayLine_;
 };

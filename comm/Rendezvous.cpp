@@ -269,6 +269,8 @@ RendezvousOptions RendezvousOptions::fromEnv(std::chrono::milliseconds timeout) 
 std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
   GZ_CHECK(o.worldSize >= 1 && o.rank >= 0 && o.rank < o.worldSize, "rank {} is out of range for world size {}",
            o.rank, o.worldSize);
+  GZ_CHECK(o.cudaBackend == "auto" || o.cudaBackend == "nccl" || o.cudaBackend == "gloo",
+           "unknown CUDA backend '{}' (valid: auto, nccl, gloo)", o.cudaBackend);
   if (o.worldSize == 1) return std::make_unique<LocalCommunicator>();
 
   // Connecting and joining share one timeout; Gloo's connection setup below
@@ -308,10 +310,15 @@ std::unique_ptr<Communicator> connect(const RendezvousOptions& o) {
     throw CommError(fmt::format("rank {}: Gloo group setup failed ({})", o.rank, firstLine(e.what())));
   }
   c10::intrusive_ptr<c10d::Backend> cuda;
-  if (gCudaFactory)
+  if (gCudaFactory && o.cudaBackend != "gloo")
     cuda = gCudaFactory(c10::make_intrusive<c10d::PrefixStore>("nccl", store), o.rank, o.worldSize, o.timeout);
+  if (o.cudaBackend == "nccl" && !cuda)
+    throw CommError(fmt::format("rank {}: comm.cuda_backend: nccl, but {}", o.rank,
+                                gCudaFactory ? "no GPU is visible to this process"
+                                             : "this gradzip was built without CUDA (GRADZIP_CUDA=OFF or no CUDA toolkit)"));
   spdlog::debug("joined {} ranks through {}:{}", o.worldSize, o.masterAddr, o.masterPort);
-  return std::make_unique<ProcessGroupCommunicator>(gloo, cuda, o.rank, o.worldSize, o.timeout);
+  return std::make_unique<ProcessGroupCommunicator>(gloo, cuda, o.rank, o.worldSize, o.timeout,
+                                                    o.cudaBackend == "gloo");
 }
 
 }  // namespace gradzip::comm

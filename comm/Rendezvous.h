@@ -37,6 +37,12 @@ struct RendezvousOptions {
   // client. `generation` (TORCHELASTIC_RESTART_COUNT) keeps restarts' keys apart.
   bool agentStore = false;
   int generation = 0;
+  // How CUDA tensors travel: "nccl" (NCCL; needs a CUDA build and a GPU per
+  // rank, else connect() fails naming which is missing), "gloo" (copied
+  // through host memory over Gloo: comm/HostStaging.h; for ranks that share a
+  // GPU), or "auto" (NCCL where the build has it and a GPU is visible; without
+  // it a CUDA tensor is refused naming both options).
+  std::string cudaBackend = "auto";
 
   // Reads the torchrun variables, else SLURM's, else defaults to one rank.
   // `timeout` is the caller's (e.g. comm.timeout_s); GRADZIP_COMM_TIMEOUT_S
@@ -45,7 +51,7 @@ struct RendezvousOptions {
 };
 
 // Factory of the backend for CUDA tensors (see comm/NcclBackend.h); returns
-// null when no GPU is visible. Unset by default.
+// null when no GPU is visible. Unset by default (a build without CUDA).
 using CudaBackendFactory = c10::intrusive_ptr<c10d::Backend> (*)(const c10::intrusive_ptr<c10d::Store>& store,
                                                                  int rank, int size,
                                                                  std::chrono::milliseconds timeout);

@@ -3,6 +3,7 @@
 
 #include "compress/FloatWire.h"
 #include "compress/kernels/TopKSelect.h"
+#include "compress/kernels/TopKSelectGeneric.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -60,7 +61,9 @@ Payload ArTopK::encode(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   checkNonEmpty(x, name());
   ScopedPhase s(ctx.times, &PhaseTimes::encode);
-  at::Tensor ix = largestMagnitudes(x, opts_.k(x.numel()));  // int32, ascending
+  // int32, ascending; the generic path selects the same indices in ATen ops.
+  const int64_t k = opts_.k(x.numel());
+  at::Tensor ix = fastPath(x) ? largestMagnitudes(x, k) : largestMagnitudesGeneric(x, k);
   Payload p;
   p.tensors.push_back(x.index_select(0, ix));
   p.tensors.push_back(ix);
@@ -75,7 +78,7 @@ at::Tensor ArTopK::decode(const Payload& p, int64_t d, Context& ctx) {
                p.tensors[1].scalar_type() == at::kInt,
            "artopk: payload does not hold {} values and {} int32 indices for d = {}", k, k, d);
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
-  return at::zeros({d}, at::kFloat).index_put_({p.tensors[1].to(at::kLong)}, p.tensors[0]);
+  return at::zeros({d}, p.tensors[0].options()).index_put_({p.tensors[1].to(at::kLong)}, p.tensors[0]);
 }
 
 Aggregated ArTopK::aggregate(const at::Tensor& x, Context& ctx) {
@@ -95,15 +98,15 @@ Aggregated ArTopK::aggregate(const at::Tensor& x, Context& ctx) {
     } else {
       // Lines 11-14: all-gather ||g_r||², the source is the argmax.
       std::vector<at::Tensor> energies(n);
-      for (auto& e : energies) e = at::empty({1}, at::kFloat);
+      for (auto& e : energies) e = at::empty({1}, x.options());
       ctx.comm.allGather(energies, local.tensors[2]).wait();
       std::vector<float> ev;
-      for (const auto& e : energies) ev.push_back(e.item<float>());
+      for (const auto& e : energies) ev.push_back(e.item<float>());  // n scalars, one per rank
       src = pickSource(ev);
       if (ctx.times) ctx.times->bytesSent += 4;
     }
     // Line 16: ix~ = Broadcast(ix, src).
-    if (ctx.comm.rank() != src) indices = at::empty({k}, at::kInt);
+    if (ctx.comm.rank() != src) indices = at::empty({k}, x.options().dtype(at::kInt));
     ctx.comm.broadcast(indices, src).wait();
     if (ctx.times && ctx.comm.rank() == src) ctx.times->bytesSent += 4 * k;
   }
@@ -116,8 +119,8 @@ Aggregated ArTopK::aggregate(const at::Tensor& x, Context& ctx) {
   const at::Tensor sum = allReduceSum(g, ctx);  // line 19, with the plan's ring or tree
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
   Aggregated out;
-  out.mean = at::zeros({d}, at::kFloat).index_put_({ix}, sum.div(n));
-  out.localApplied = at::zeros({d}, at::kFloat).index_put_({ix}, g);  // line 18: residual = G - scatter(g~)
+  out.mean = at::zeros({d}, x.options()).index_put_({ix}, sum.div(n));
+  out.localApplied = at::zeros({d}, x.options()).index_put_({ix}, g);  // line 18: residual = G - scatter(g~)
   return out;
 }
 

@@ -6,7 +6,9 @@
 // broadcasts its int32 indices ix~; every rank all-reduces G[ix~] with the
 // plan's collective (ring or tree; the engine's otherwise) and divides by N.
 // The residual keeps G everywhere except ix~ (Alg. 1 line 18), which
-// ErrorFeedback obtains from localApplied = scatter(ix~, G[ix~]).
+// ErrorFeedback obtains from localApplied = scatter(ix~, G[ix~]). The
+// device-generic path (compress/CodecPath.h) selects the same top k in ATen
+// ops (compress/kernels/TopKSelectGeneric.h); everything else is shared.
 #pragma once
 
 #include "compress/Compressor.h"

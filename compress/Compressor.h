@@ -12,6 +12,7 @@
 
 #include "comm/Collective.h"
 #include "comm/Communicator.h"
+#include "compress/CodecPath.h"
 
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
@@ -126,6 +127,19 @@ class Compressor {
   virtual bool addResidual(const at::Tensor& e) { return false; }
   // ||e||₂, 0 without memory.
   virtual double residualNorm() const { return 0.0; }
+
+  // Which codec path this instance runs (compress/CodecPath.h); a decorator
+  // forwards it to what it wraps.
+  virtual void setCodecPath(CodecPath p) { codecPath_ = p; }
+  CodecPath codecPath() const { return codecPath_; }
+
+ protected:
+  // True when aggregate()/encode()/decode() should run the CPU SIMD kernels
+  // on x; false means the device-generic ATen implementation.
+  bool fastPath(const at::Tensor& x) const { return takesFastPath(name(), codecPath_, x); }
+
+ private:
+  CodecPath codecPath_ = defaultCodecPath();
 };
 
 // Common argument checks for aggregate()/encode(): 1-D, float32, contiguous,

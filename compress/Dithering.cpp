@@ -82,10 +82,10 @@ double Dithering::bitsPerCoordinate(int64_t d, int n) const {
 
 at::Tensor Dithering::bucketNorms(const at::Tensor& x) const {
   const int64_t d = x.numel(), b = bucketLength(d);
-  if (d == 0) return at::zeros({1}, at::kFloat);
+  if (d == 0) return at::zeros({1}, x.options().dtype(at::kFloat));
   const int64_t full = d / b, tail = d - full * b;
   const auto xd = x.reshape({-1}).to(at::kDouble);
-  auto norms = at::empty({full + (tail > 0 ? 1 : 0)}, at::kDouble);
+  auto norms = at::empty({full + (tail > 0 ? 1 : 0)}, x.options().dtype(at::kDouble));
   auto rowNorms = [&](const at::Tensor& rows) {
     return std::isinf(pNorm_) ? rows.abs().amax(1) : rows.norm(pNorm_, 1);
   };
@@ -94,8 +94,9 @@ at::Tensor Dithering::bucketNorms(const at::Tensor& x) const {
   return norms.to(at::kFloat);
 }
 
-at::Tensor Dithering::encodeMessage(const at::Tensor& xIn, uint64_t seed) const {
-  auto x = xIn.cpu().contiguous();
+at::Tensor Dithering::encodeMessage(const at::Tensor& xIn, uint64_t seed, bool fast) const {
+  if (!fast) return encodeMessageGeneric(xIn, seed);
+  auto x = xIn.contiguous();
   const int64_t d = x.numel(), bucket = std::max<int64_t>(bucketLength(d), 1);
   const auto norms = bucketNorms(x);
   const float* nrm = norms.data_ptr<float>();
@@ -126,7 +127,8 @@ at::Tensor Dithering::encodeMessage(const at::Tensor& xIn, uint64_t seed) const 
   return msg;
 }
 
-at::Tensor Dithering::decodeMessage(const at::Tensor& msgIn, int64_t d) const {
+at::Tensor Dithering::decodeMessage(const at::Tensor& msgIn, int64_t d, bool fast) const {
+  if (!fast) return decodeMessageGeneric(msgIn, d);
   auto msg = msgIn.contiguous();
   GZ_CHECK(msg.scalar_type() == at::kByte && msg.numel() == messageBytes(d), "{}: malformed payload for d = {}",
            name_, d);
@@ -154,14 +156,14 @@ Payload Dithering::encode(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name_);
   ScopedPhase t(ctx.times, &PhaseTimes::encode);
   Payload p;
-  p.tensors.push_back(encodeMessage(x, ctx.privateSeed()));
+  p.tensors.push_back(encodeMessage(x, ctx.privateSeed(), fastPath(x)));
   return p;
 }
 
 at::Tensor Dithering::decode(const Payload& p, int64_t d, Context& ctx) {
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   GZ_CHECK(p.tensors.size() == 1, "{}: malformed payload", name_);
-  return decodeMessage(p.tensors[0], d);
+  return decodeMessage(p.tensors[0], d, fastPath(p.tensors[0]));
 }
 
 Aggregated Dithering::aggregate(const at::Tensor& x, Context& ctx) {
@@ -175,14 +177,15 @@ Aggregated Dithering::aggregate(const at::Tensor& x, Context& ctx) {
            "{}: collective '{}' is not supported (each worker has its own norm, so partial sums cannot be "
            "added in the compressed domain; use allgather, ps or ring)",
            name_, ctx.collectiveName);
-  if (how == "ps") return aggregatePs(x, ctx);
-  if (how == "ring") return aggregateRing(x, ctx);
-  return aggregateAllGather(x, ctx);
+  const bool fast = fastPath(x);
+  if (how == "ps") return aggregatePs(x, ctx, fast);
+  if (how == "ring") return aggregateRing(x, ctx, fast);
+  return aggregateAllGather(x, ctx, fast);
 }
 
-Aggregated Dithering::aggregateRing(const at::Tensor& xIn, Context& ctx) {
+Aggregated Dithering::aggregateRing(const at::Tensor& xIn, Context& ctx, bool fast) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
-  const auto x = xIn.cpu().contiguous();
+  const auto x = xIn.contiguous();
   const int64_t d = x.numel();
   const auto off = shardOffsets(d, n);
   auto seg = [&](int j) { return x.narrow(0, off[j], off[j + 1] - off[j]); };
@@ -193,15 +196,15 @@ Aggregated Dithering::aggregateRing(const at::Tensor& xIn, Context& ctx) {
   at::Tensor ownDecoded;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    msg[me] = encodeMessage(seg(me), deriveSeed(ctx.privateSeed(), 0));
-    ownDecoded = decodeMessage(msg[me], len(me));
+    msg[me] = encodeMessage(seg(me), deriveSeed(ctx.privateSeed(), 0), fast);
+    ownDecoded = decodeMessage(msg[me], len(me), fast);
   }
   int64_t sent = 0;
   // Reduce-scatter: at hop k send segment me − k, receive segment me − k − 1,
   // decode it, add this rank's own part in float and dither the sum again.
   for (int k = 0; k + 1 < n; ++k) {
     const int out = mod(me - k), in = mod(me - k - 1);
-    at::Tensor incoming = at::empty({messageBytes(len(in))}, at::kByte);
+    at::Tensor incoming = at::empty({messageBytes(len(in))}, x.options().dtype(at::kByte));
     {
       ScopedPhase t(ctx.times, &PhaseTimes::communicate);
       std::vector<comm::Work> works{ctx.comm.recv(incoming, prev, kDitheringTag + 2),
@@ -210,13 +213,13 @@ Aggregated Dithering::aggregateRing(const at::Tensor& xIn, Context& ctx) {
       sent += msg[out].numel();
     }
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    const at::Tensor partial = decodeMessage(incoming, len(in)).add_(seg(in));
-    msg[in] = encodeMessage(partial, deriveSeed(ctx.privateSeed(), static_cast<uint64_t>(k + 1)));
+    const at::Tensor partial = decodeMessage(incoming, len(in), fast).add_(seg(in));
+    msg[in] = encodeMessage(partial, deriveSeed(ctx.privateSeed(), static_cast<uint64_t>(k + 1)), fast);
   }
   // All-gather: the fully reduced message of segment me + 1 goes round unchanged.
   for (int k = 0; k + 1 < n; ++k) {
     const int out = mod(me + 1 - k), in = mod(me - k);
-    at::Tensor incoming = at::empty({messageBytes(len(in))}, at::kByte);
+    at::Tensor incoming = at::empty({messageBytes(len(in))}, x.options().dtype(at::kByte));
     ScopedPhase t(ctx.times, &PhaseTimes::communicate);
     std::vector<comm::Work> works{ctx.comm.recv(incoming, prev, kDitheringTag + 3),
                                   ctx.comm.send(msg[out], next, kDitheringTag + 3)};
@@ -227,19 +230,18 @@ Aggregated Dithering::aggregateRing(const at::Tensor& xIn, Context& ctx) {
   if (ctx.times) ctx.times->bytesSent += sent;
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   std::vector<at::Tensor> parts(n);
-  for (int j = 0; j < n; ++j) parts[j] = decodeMessage(msg[j], len(j)).div_(n);  // the sum of n ranks, / n
+  for (int j = 0; j < n; ++j) parts[j] = decodeMessage(msg[j], len(j), fast).div_(n);  // the sum of n ranks, / n
   Aggregated r;
-  r.mean = at::cat(parts).to(xIn.device());
+  r.mean = at::cat(parts);
   // What entered from this rank: its own segment dithered, the others in float.
   r.localApplied = x.clone();
   r.localApplied.narrow(0, off[me], len(me)).copy_(ownDecoded);
-  r.localApplied = r.localApplied.to(xIn.device());
   return r;
 }
 
-Aggregated Dithering::aggregatePs(const at::Tensor& xIn, Context& ctx) {
+Aggregated Dithering::aggregatePs(const at::Tensor& xIn, Context& ctx, bool fast) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
-  const auto x = xIn.cpu().contiguous();
+  const auto x = xIn.contiguous();
   const int64_t d = x.numel();
   const auto off = shardOffsets(d, n);
   std::vector<at::Tensor> uplink(n);
@@ -249,7 +251,8 @@ Aggregated Dithering::aggregatePs(const at::Tensor& xIn, Context& ctx) {
     // Each shard is dithered on its own (its own norm header, its own noise stream).
     for (int j = 0; j < n; ++j) {
       const int64_t len = off[j + 1] - off[j];
-      uplink[j] = encodeMessage(x.narrow(0, off[j], len), deriveSeed(ctx.privateSeed(), static_cast<uint64_t>(j)));
+      uplink[j] =
+          encodeMessage(x.narrow(0, off[j], len), deriveSeed(ctx.privateSeed(), static_cast<uint64_t>(j)), fast);
       downBytes[j] = messageBytes(len);
     }
   }
@@ -258,9 +261,9 @@ Aggregated Dithering::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   // The owner: decode the n contributions, average in double in rank order,
   // dither the mean again (natural-compression Alg. 1: compression both ways).
   auto owner = [&](const std::vector<at::Tensor>& recv) {
-    auto sum = at::zeros({myLen}, at::kDouble);
-    for (const auto& m : recv) sum += decodeMessage(m, myLen).to(at::kDouble);
-    return encodeMessage((sum / n).to(at::kFloat), ownerSeed);
+    auto sum = at::zeros({myLen}, x.options().dtype(at::kDouble));
+    for (const auto& m : recv) sum += decodeMessage(m, myLen, fast).to(at::kDouble);
+    return encodeMessage((sum / n).to(at::kFloat), ownerSeed, fast);
   };
   std::vector<at::Tensor> down;
   {
@@ -271,22 +274,22 @@ Aggregated Dithering::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   std::vector<at::Tensor> mean(n), mine(n);
   for (int j = 0; j < n; ++j) {
     const int64_t len = off[j + 1] - off[j];
-    mean[j] = decodeMessage(down[j], len);
-    mine[j] = decodeMessage(uplink[j], len);
+    mean[j] = decodeMessage(down[j], len, fast);
+    mine[j] = decodeMessage(uplink[j], len, fast);
   }
   Aggregated r;
-  r.mean = at::cat(mean).to(xIn.device());
-  r.localApplied = at::cat(mine).to(xIn.device());
+  r.mean = at::cat(mean);
+  r.localApplied = at::cat(mine);
   return r;
 }
 
-Aggregated Dithering::aggregateAllGather(const at::Tensor& x, Context& ctx) {
+Aggregated Dithering::aggregateAllGather(const at::Tensor& x, Context& ctx, bool fast) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
   const int64_t d = x.numel();
   at::Tensor msg;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    msg = encodeMessage(x, ctx.privateSeed());
+    msg = encodeMessage(x, ctx.privateSeed(), fast);
   }
   std::vector<at::Tensor> all(n);
   {
@@ -300,11 +303,11 @@ Aggregated Dithering::aggregateAllGather(const at::Tensor& x, Context& ctx) {
     }
   }
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
-  auto sum = at::zeros({d}, at::kDouble);
-  for (int i = 0; i < n; ++i) sum += decodeMessage(all[i], d).to(at::kDouble);  // rank order on every rank
+  auto sum = at::zeros({d}, x.options().dtype(at::kDouble));
+  for (int i = 0; i < n; ++i) sum += decodeMessage(all[i], d, fast).to(at::kDouble);  // rank order on every rank
   Aggregated r;
-  r.mean = (sum / n).to(at::kFloat).to(x.device());
-  r.localApplied = decodeMessage(all[me], d).to(x.device());
+  r.mean = (sum / n).to(at::kFloat);
+  r.localApplied = decodeMessage(all[me], d, fast);
   return r;
 }
 

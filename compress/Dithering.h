@@ -36,6 +36,10 @@
 //        two; it is the form GradiVeQ's sampling iterations use.
 // The collective comes from Context::collectiveName ("ps", "allgather" or
 // "ring"), else from the deployment option.
+// Codec paths (compress/CodecPath.h): the CPU loop or the device-generic ATen
+// codec (compress/DitheringGeneric.cpp), which draws the same counter-based
+// noise and writes the same bytes; every aggregation keeps its tensors on x's
+// device and calls the same communication on either path.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -72,17 +76,24 @@ class Dithering : public Compressor {
   // Coordinates per bucket in a message of d coordinates (d when bucket = 0).
   int64_t bucketLength(int64_t d) const;
   // ||x_b||_p of every bucket b of x as the encoder computes them (double
-  // accumulation, rounded to float); one 0 for an empty x.
+  // accumulation, rounded to float), on x's device; one 0 for an empty x.
   at::Tensor bucketNorms(const at::Tensor& x) const;
 
  private:
   // One uint8 message: 4 bytes of norm per bucket, then the packed codes.
-  at::Tensor encodeMessage(const at::Tensor& x, uint64_t seed) const;
-  at::Tensor decodeMessage(const at::Tensor& msg, int64_t d) const;
+  // `fast`: the CPU loop (x on the CPU); else the device-generic ATen codec
+  // (compress/DitheringGeneric.cpp) on x's device, which writes the same bytes.
+  at::Tensor encodeMessage(const at::Tensor& x, uint64_t seed, bool fast) const;
+  at::Tensor decodeMessage(const at::Tensor& msg, int64_t d, bool fast) const;
+  at::Tensor encodeMessageGeneric(const at::Tensor& x, uint64_t seed) const;
+  at::Tensor decodeMessageGeneric(const at::Tensor& msg, int64_t d) const;
+  // levels_ as a float tensor on `device`.
+  at::Tensor levelsOn(const at::Device& device) const;
   int64_t messageBytes(int64_t d) const;
-  Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx);
-  Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
-  Aggregated aggregateRing(const at::Tensor& x, Context& ctx);
+  // The aggregations keep every tensor on x's device; `fast` picks the codec.
+  Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx, bool fast);
+  Aggregated aggregatePs(const at::Tensor& x, Context& ctx, bool fast);
+  Aggregated aggregateRing(const at::Tensor& x, Context& ctx, bool fast);
 
   std::string name_;
   std::vector<float> levels_;

@@ -17,6 +17,8 @@ at::Tensor ErrorFeedback::errorFed(const at::Tensor& grad) {
   GZ_CHECK(residual_.numel() == grad.numel(),
            "{}: bucket size changed from {} to {} coordinates; a compressor serves one bucket", name(),
            residual_.numel(), grad.numel());
+  // A residual loaded from a checkpoint lives on the CPU until the first gradient says where the bucket is.
+  if (residual_.device() != grad.device()) residual_ = residual_.to(grad.device());
   return grad + residual_;
 }
 
@@ -58,7 +60,7 @@ bool ErrorFeedback::addResidual(const at::Tensor& e) {
   GZ_CHECK(e.dim() == 1 && e.scalar_type() == at::kFloat, "{}: a residual must be a float vector", name());
   GZ_CHECK(!residual_.defined() || residual_.numel() == e.numel(),
            "{}: residual of {} coordinates added to one of {}", name(), e.numel(), residual_.numel());
-  residual_ = residual_.defined() ? residual_ + e : e.clone();
+  residual_ = residual_.defined() ? residual_ + e.to(residual_.device()) : e.clone();
   return true;
 }
 

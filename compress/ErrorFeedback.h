@@ -43,6 +43,10 @@ class ErrorFeedback final : public Compressor {
   at::Tensor takeResidual() override;
   bool addResidual(const at::Tensor& e) override;
   double residualNorm() const override;
+  void setCodecPath(CodecPath p) override {
+    Compressor::setCodecPath(p);
+    inner_->setCodecPath(p);
+  }
   Compressor& inner() { return *inner_; }
 
  private:

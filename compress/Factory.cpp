@@ -101,9 +101,12 @@ bool usesErrorFeedback(const std::string& name, const YAML::Node& options) {
 std::unique_ptr<Compressor> makeCompressor(const std::string& name, YamlReader& options) {
   const Entry& e = entry(name);
   const bool ef = options.getBool("error_feedback", e.paperUsesErrorFeedback);
+  const CodecPath path = parseCodecPath(
+      options.getEnum("codec", toString(defaultCodecPath()), codecPathNames()), name + ".codec");
   auto c = e.make(options);
   options.finish();
   if (ef) c = std::make_unique<ErrorFeedback>(std::move(c));
+  c->setCodecPath(path);
   return c;
 }
 

@@ -61,7 +61,7 @@ at::Tensor FloatCast::widen(const at::Tensor& wire, float mul, at::Tensor& cache
 }
 
 Aggregated FloatCast::aggregate(const at::Tensor& x, Context& ctx) {
-  if (!x.is_cpu()) return aggregateGeneric(x, ctx);
+  if (!fastPath(x)) return aggregateGeneric(x, ctx);
   checkGradientLayout(x, name());
   checkNonEmpty(x, name());
   confirmNumelOnce(&agreedNumel_, x.numel(), ctx, name());  // Gloo aborts on mismatched sizes
@@ -87,8 +87,8 @@ Aggregated FloatCast::aggregate(const at::Tensor& x, Context& ctx) {
   return out;
 }
 
-// The same computation with ATen ops, for tensors the raw-pointer kernels do
-// not reach (CUDA).
+// The same computation with ATen ops: the device-generic path
+// (compress/CodecPath.h), for CUDA tensors and for `codec: generic`.
 Aggregated FloatCast::aggregateGeneric(const at::Tensor& x, Context& ctx) {
   checkGradient(x, name());
   checkNonEmpty(x, name());
@@ -114,7 +114,7 @@ Aggregated FloatCast::aggregateGeneric(const at::Tensor& x, Context& ctx) {
 
 Payload FloatCast::encode(const at::Tensor& x, Context& ctx) {
   Payload p;
-  if (!x.is_cpu()) {
+  if (!fastPath(x)) {
     checkGradient(x, name());
     checkNonEmpty(x, name());
     p.tensors.push_back(wire_ == at::kFloat ? x.clone() : x.to(wire_));
@@ -132,7 +132,7 @@ at::Tensor FloatCast::decode(const Payload& p, int64_t d, Context& ctx) {
            "{}: payload does not hold {} {} values", name(), d, c10::toString(wire_));
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
   const at::Tensor& w = p.tensors[0];
-  if (!w.is_cpu() || !w.is_contiguous()) return wire_ == at::kFloat ? w.clone() : w.to(at::kFloat);
+  if (!fastPath(w) || !w.is_contiguous()) return wire_ == at::kFloat ? w.clone() : w.to(at::kFloat);
   return widen(w, 1.0f, meanCache_);
 }
 

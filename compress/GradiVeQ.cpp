@@ -56,7 +56,26 @@ Capabilities GradiVeQ::capabilities() const {
   return c;
 }
 
-void GradiVeQ::plan(const std::vector<TensorSlot>& layout, int64_t d) {
+void GradiVeQ::setCodecPath(CodecPath p) {
+  Compressor::setCodecPath(p);
+  if (qsgd_) qsgd_->setCodecPath(p);
+}
+
+void GradiVeQ::moveTo(const at::Device& device) {
+  auto move = [&device](at::Tensor& t) {
+    if (t.defined() && t.device() != device) t = t.to(device);
+  };
+  for (auto& L : layers_) {
+    move(L.perm);
+    move(L.samples);
+    move(L.sampleSum);
+    move(L.mu);
+    move(L.basis);
+  }
+  move(plainIdx_);
+}
+
+void GradiVeQ::plan(const std::vector<TensorSlot>& layout, int64_t d, const at::Device& device) {
   // Keep the state when the layout is the one already planned.
   std::vector<const TensorSlot*> convs;
   for (const auto& s : layout) {
@@ -68,12 +87,16 @@ void GradiVeQ::plan(const std::vector<TensorSlot>& layout, int64_t d) {
   bool same = d == d_ && convs.size() == layers_.size();
   for (size_t i = 0; same && i < convs.size(); ++i)
     same = layers_[i].offset == convs[i]->offset && layers_[i].shape == convs[i]->shape;
-  if (same) return;
+  if (same) {
+    moveTo(device);
+    return;
+  }
   GZ_CHECK(d_ < 0 || iteration_ == 0 || layers_.empty(),
            "gradiveq: the bucket layout changed after training started (the bases belong to the old layout)");
 
   layers_.clear();
-  auto covered = at::zeros({d}, at::kBool);
+  const auto on = at::TensorOptions().device(device);
+  auto covered = at::zeros({d}, on.dtype(at::kBool));
   for (const auto* s : convs) {
     Layer L;
     L.offset = s->offset;
@@ -96,9 +119,9 @@ void GradiVeQ::plan(const std::vector<TensorSlot>& layout, int64_t d) {
     L.K = std::min(m * fd, s->numel);  // numel = F·D·kh·kw: still a multiple of F·D
     L.slices = s->numel / L.K;
     // Co-located flattening: permuted position k holds flat element perm[k].
-    L.perm = at::arange(s->numel, at::kLong).view(s->shape).permute({2, 3, 1, 0}).reshape({-1}).contiguous();
-    L.samples = at::zeros({options_.samples, L.K}, at::kFloat);
-    L.sampleSum = at::zeros({L.slices * L.K}, at::kDouble);
+    L.perm = at::arange(s->numel, on.dtype(at::kLong)).view(s->shape).permute({2, 3, 1, 0}).reshape({-1}).contiguous();
+    L.samples = at::zeros({options_.samples, L.K}, on.dtype(at::kFloat));
+    L.sampleSum = at::zeros({L.slices * L.K}, on.dtype(at::kDouble));
     covered.index_fill_(0, L.perm.narrow(0, 0, L.slices * L.K) + L.offset, true);
     layers_.push_back(std::move(L));
   }
@@ -115,33 +138,36 @@ bool GradiVeQ::haveBases() const {
 
 at::Tensor GradiVeQ::compressVector(const at::Tensor& xIn) const {
   GZ_CHECK(haveBases() && xIn.numel() == d_, "gradiveq: no bases for a bucket of {} coordinates", xIn.numel());
-  auto x = xIn.cpu().contiguous();
+  // The state is on x's device after aggregate()/encode(); .to() is a no-op then.
+  const at::Tensor x = xIn.contiguous();
+  const at::Device dev = x.device();
   std::vector<at::Tensor> parts;
   for (const auto& L : layers_) {
-    auto P = x.narrow(0, L.offset, L.numel).index_select(0, L.perm.narrow(0, 0, L.slices * L.K));
+    auto P = x.narrow(0, L.offset, L.numel).index_select(0, L.perm.narrow(0, 0, L.slices * L.K).to(dev));
     // eq. (3): g'_m = Uᵀ(g_m − μ_m), all slices at once: [slices, K] x [K, d].
-    parts.push_back(at::matmul(P.view({L.slices, L.K}) - L.mu, L.basis).reshape({-1}));
+    parts.push_back(at::matmul(P.view({L.slices, L.K}) - L.mu.to(dev), L.basis.to(dev)).reshape({-1}));
   }
-  parts.push_back(x.index_select(0, plainIdx_));
+  parts.push_back(x.index_select(0, plainIdx_.to(dev)));
   return at::cat(parts);
 }
 
 at::Tensor GradiVeQ::decompressVector(const at::Tensor& cIn) const {
   GZ_CHECK(haveBases(), "gradiveq: no bases");
-  auto c = cIn.cpu().contiguous();
-  auto out = at::empty({d_}, at::kFloat);
+  const at::Tensor c = cIn.contiguous();
+  const at::Device dev = c.device();
+  auto out = at::empty({d_}, c.options());
   int64_t pos = 0;
   for (const auto& L : layers_) {
     const int64_t dim = L.basis.size(1);
     auto coef = c.narrow(0, pos, L.slices * dim).view({L.slices, dim});
     pos += L.slices * dim;
     // eq. (5): ĝ_m = U·g'_m + μ_m.
-    auto slices = at::matmul(coef, L.basis.t()) + L.mu;
-    out.index_put_({L.perm.narrow(0, 0, L.slices * L.K) + L.offset}, slices.reshape({-1}));
+    auto slices = at::matmul(coef, L.basis.to(dev).t()) + L.mu.to(dev);
+    out.index_put_({L.perm.narrow(0, 0, L.slices * L.K).to(dev) + L.offset}, slices.reshape({-1}));
   }
   GZ_CHECK(c.numel() == pos + plainIdx_.numel(), "gradiveq: compressed vector has {} values, expected {}", c.numel(),
            pos + plainIdx_.numel());
-  out.index_put_({plainIdx_}, c.narrow(0, pos, plainIdx_.numel()));
+  out.index_put_({plainIdx_.to(dev)}, c.narrow(0, pos, plainIdx_.numel()));
   return out;
 }
 

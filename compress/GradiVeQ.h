@@ -26,6 +26,9 @@
 // with captured energy >= 1 − λ, eq. (6)) and broadcasts it, so every rank holds
 // the identical U. Bases, means, samples and the schedule position are
 // checkpointed. Deterministic and biased; no error feedback (as the paper).
+// Written in ATen ops only, the one implementation on every device (the
+// sampling QSGD has its own paths, and follows this compressor's codec path):
+// the state lives on the gradients' device, checkpoints hold CPU tensors.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -75,6 +78,8 @@ class GradiVeQ : public Compressor {
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;
+  // Also sets the sampling QSGD's path.
+  void setCodecPath(CodecPath p) override;
 
   Phase phase() const;
   int64_t iteration() const { return iteration_; }
@@ -100,7 +105,10 @@ class GradiVeQ : public Compressor {
     at::Tensor mu;         // float [slices, K]
     at::Tensor basis;      // float [K, d]
   };
-  void plan(const std::vector<TensorSlot>& layout, int64_t d);
+  // Plans (or keeps) the layers for `layout`, its tensors on `device`.
+  void plan(const std::vector<TensorSlot>& layout, int64_t d, const at::Device& device);
+  // Moves every state tensor to `device` (after a checkpoint load, or a device change).
+  void moveTo(const at::Device& device);
   at::Tensor sumAcrossRanks(at::Tensor v, Context& ctx) const;
   void recordSample(const at::Tensor& mean, int index);
   void computeBases(Context& ctx);

@@ -65,21 +65,25 @@ void GradiVeQ::computeBases(Context& ctx) {
       int64_t d = 1;
       if (total > 0) {
         // eq. (6): the smallest d with Σ_{k<d} s[k] >= (1 − λ) Σ_k s[k].
-        auto cum = energy.cumsum(0);
+        const at::Tensor cum = energy.cumsum(0).cpu();  // one copy of K values, read on the host
+        const auto c = cum.accessor<double, 1>();
         const double need = (1 - options_.lambda) * total;
         d = 1;
-        while (d < cum.numel() && cum[d - 1].item<double>() < need * (1 - 1e-12)) ++d;
+        while (d < cum.numel() && c[d - 1] < need * (1 - 1e-12)) ++d;
       }
       bases[i] = Vh.narrow(0, 0, d).t().to(at::kFloat).contiguous();  // [K, d]
       dims[i] = d;
     }
   }
-  auto dimT = at::tensor(dims, at::kLong);
+  // The collectives see tensors on the samples' device (the gradients').
+  const auto on = layers_.empty() ? at::TensorOptions() : layers_[0].samples.options();
+  auto dimT = at::tensor(dims, at::kLong).to(on.device());
   if (n > 1) ctx.comm.broadcast(dimT, 0).wait();
+  dimT = dimT.cpu();
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& L = layers_[i];
     const int64_t d = dimT[i].item<int64_t>();
-    if (ctx.comm.rank() != 0) bases[i] = at::empty({L.K, d}, at::kFloat);
+    if (ctx.comm.rank() != 0) bases[i] = at::empty({L.K, d}, on.dtype(at::kFloat));
     if (n > 1) ctx.comm.broadcast(bases[i], 0).wait();  // every rank holds rank 0's U bit for bit
     L.basis = bases[i];
     // μ_m: the mean of the aggregated samples of slice m (identical on every
@@ -95,11 +99,11 @@ Aggregated GradiVeQ::aggregate(const at::Tensor& x, Context& ctx) {
   checkGradient(x, "gradiveq");
   GZ_CHECK(x.numel() > 0, "gradiveq: empty gradient");
   confirmNumelOnce(&agreedNumel_, x.numel(), ctx, "gradiveq");  // Gloo aborts on mismatched sizes
-  plan(ctx.layout, x.numel());
+  plan(ctx.layout, x.numel(), x.device());
   const Phase ph = phase();
   const int n = ctx.comm.size();
   Aggregated r;
-  auto xc = x.cpu().contiguous();
+  const at::Tensor xc = x.contiguous();
   if (ph == Phase::Compressed) {
     at::Tensor c;
     {
@@ -132,12 +136,12 @@ Aggregated GradiVeQ::aggregate(const at::Tensor& x, Context& ctx) {
 
 Payload GradiVeQ::encode(const at::Tensor& x, Context& ctx) {
   checkGradient(x, "gradiveq");
-  plan(ctx.layout, x.numel());
+  plan(ctx.layout, x.numel(), x.device());
   Payload p;
   const Phase ph = phase();
   if (ph == Phase::Sample && qsgd_) return qsgd_->encode(x, ctx);
   ScopedPhase t(ctx.times, &PhaseTimes::encode);
-  p.tensors.push_back(ph == Phase::Compressed ? compressVector(x) : x.cpu().clone());
+  p.tensors.push_back(ph == Phase::Compressed ? compressVector(x) : x.clone());
   return p;
 }
 
@@ -146,6 +150,7 @@ at::Tensor GradiVeQ::decode(const Payload& p, int64_t d, Context& ctx) {
   if (ph == Phase::Sample && qsgd_) return qsgd_->decode(p, d, ctx);
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   GZ_CHECK(p.tensors.size() == 1, "gradiveq: malformed payload");
+  moveTo(p.tensors[0].device());
   return ph == Phase::Compressed ? decompressVector(p.tensors[0]) : p.tensors[0].clone();
 }
 
@@ -158,12 +163,13 @@ void GradiVeQ::save(torch::serialize::OutputArchive& ar) const {
     const std::string k = "layer" + std::to_string(i) + ".";
     ar.write(k + "offset", at::tensor({L.offset}, at::kLong));
     ar.write(k + "shape", at::tensor(L.shape, at::kLong));
-    ar.write(k + "samples", L.samples);
-    ar.write(k + "sample_sum", L.sampleSum);
+    // Checkpoints hold CPU tensors; load() leaves them there until the next gradient's device.
+    ar.write(k + "samples", L.samples.cpu());
+    ar.write(k + "sample_sum", L.sampleSum.cpu());
     ar.write(k + "has_basis", at::tensor({static_cast<int64_t>(L.basis.defined())}, at::kLong));
     if (L.basis.defined()) {
-      ar.write(k + "basis", L.basis);
-      ar.write(k + "mu", L.mu);
+      ar.write(k + "basis", L.basis.cpu());
+      ar.write(k + "mu", L.mu.cpu());
     }
   }
 }
@@ -194,7 +200,7 @@ void GradiVeQ::load(torch::serialize::InputArchive& ar) {
   iteration_ = 0;
   d_ = -1;
   layers_.clear();
-  if (d > 0) plan(layout, d);
+  if (d > 0) plan(layout, d, at::kCPU);
   iteration_ = it;
   for (int64_t i = 0; i < num; ++i) {
     auto& L = layers_[i];
@@ -207,6 +213,7 @@ void GradiVeQ::load(torch::serialize::InputArchive& ar) {
       ar.read(k + "mu", L.mu);
     }
   }
+  moveTo(at::kCPU);  // as saved; the next aggregate()/encode() moves it to its gradient's device
 }
 
 }  // namespace gradzip::compress

@@ -104,7 +104,7 @@ double NaturalCompression::bitsPerCoordinate(int64_t d, int) const {
 }
 
 at::Tensor NaturalCompression::encodeCodes(const at::Tensor& x, uint64_t seed, int64_t* clipped) {
-  auto xc = x.cpu().contiguous();
+  auto xc = x.contiguous();  // on the CPU: the fast path's caller checked fastPath(x)
   const int64_t d = xc.numel();
   auto codes = simd::reusableBuffer(codeCache_, d, at::kByte);
   const float* in = xc.data_ptr<float>();
@@ -130,7 +130,8 @@ Payload NaturalCompression::encode(const at::Tensor& x, Context& ctx) {
   checkGradientLayout(x, "cnat");
   ScopedPhase t(ctx.times, &PhaseTimes::encode);
   Payload p;
-  p.tensors.push_back(encodeCodes(x, ctx.privateSeed(), nullptr));
+  p.tensors.push_back(fastPath(x) ? encodeCodes(x, ctx.privateSeed(), nullptr)
+                                  : encodeCodesGeneric(x, ctx.privateSeed(), nullptr));
   return p;
 }
 
@@ -138,7 +139,8 @@ at::Tensor NaturalCompression::decode(const Payload& p, int64_t d, Context& ctx)
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   GZ_CHECK(p.tensors.size() == 1 && p.tensors[0].numel() == d && p.tensors[0].scalar_type() == at::kByte,
            "cnat: malformed payload for d = {}", d);
-  return decodeCodes(p.tensors[0].cpu().contiguous(), &meanCache_);
+  if (!fastPath(p.tensors[0])) return decodeCodesGeneric(p.tensors[0]);
+  return decodeCodes(p.tensors[0].contiguous(), &meanCache_);
 }
 
 Aggregated NaturalCompression::aggregate(const at::Tensor& x, Context& ctx) {
@@ -151,17 +153,18 @@ Aggregated NaturalCompression::aggregate(const at::Tensor& x, Context& ctx) {
            "cnat: collective '{}' is not supported (a sum of powers of two is not a power of two; use ps or "
            "allgather)",
            ctx.collectiveName);
-  return how == "ps" ? aggregatePs(x, ctx) : aggregateAllGather(x, ctx);
+  const bool fast = fastPath(x);
+  return how == "ps" ? aggregatePs(x, ctx, fast) : aggregateAllGather(x, ctx, fast);
 }
 
-Aggregated NaturalCompression::aggregatePs(const at::Tensor& x, Context& ctx) {
+Aggregated NaturalCompression::aggregatePs(const at::Tensor& x, Context& ctx, bool fast) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
   const int64_t d = x.numel();
   int64_t clipped = 0;
   at::Tensor codes;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    codes = encodeCodes(x, ctx.privateSeed(), &clipped);
+    codes = fast ? encodeCodes(x, ctx.privateSeed(), &clipped) : encodeCodesGeneric(x, ctx.privateSeed(), &clipped);
   }
   const auto off = shardOffsets(d, n);
   std::vector<at::Tensor> uplink(n);
@@ -174,6 +177,7 @@ Aggregated NaturalCompression::aggregatePs(const at::Tensor& x, Context& ctx) {
   const bool stochastic = !options_.deterministic;
   auto owner = [&](const std::vector<at::Tensor>& recv) {
     const int64_t len = off[me + 1] - off[me];
+    if (!fast) return ownerReduceGeneric(recv, off[me], len, n, ownerSeed);
     auto out = at::empty({len + 8}, at::kByte);
     uint8_t* o = out.data_ptr<uint8_t>();
     int64_t events = 0;
@@ -203,27 +207,33 @@ Aggregated NaturalCompression::aggregatePs(const at::Tensor& x, Context& ctx) {
   }
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   Aggregated r;
-  std::vector<at::Tensor> parts;
+  std::vector<at::Tensor> parts, counts;
   int64_t saturated = 0;
   for (int j = 0; j < n; ++j) {
     const int64_t len = off[j + 1] - off[j];
+    if (!fast) {
+      parts.push_back(decodeCodesGeneric(down[j].narrow(0, 0, len)));
+      counts.push_back(down[j].narrow(0, len, 8).clone().view(at::kLong));
+      continue;
+    }
     parts.push_back(decodeCodes(down[j].narrow(0, 0, len).contiguous()));
     int64_t ev;
     std::memcpy(&ev, down[j].data_ptr<uint8_t>() + len, 8);
     saturated += ev;
   }
-  r.mean = at::cat(parts).to(x.device());
-  r.localApplied = decodeCodes(codes).to(x.device());
+  if (!fast) saturated = at::cat(counts).sum().item<int64_t>();  // one read-back for all shards
+  r.mean = at::cat(parts);
+  r.localApplied = fast ? decodeCodes(codes) : decodeCodesGeneric(codes);
   r.saturated = saturated;  // downlink clips and overflows; uplink clips are local (see localApplied)
   return r;
 }
 
-Aggregated NaturalCompression::aggregateAllGather(const at::Tensor& x, Context& ctx) {
+Aggregated NaturalCompression::aggregateAllGather(const at::Tensor& x, Context& ctx, bool fast) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
   at::Tensor codes;
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
-    codes = encodeCodes(x, ctx.privateSeed(), nullptr);
+    codes = fast ? encodeCodes(x, ctx.privateSeed(), nullptr) : encodeCodesGeneric(x, ctx.privateSeed(), nullptr);
   }
   std::vector<at::Tensor> all(n);
   {
@@ -238,11 +248,12 @@ Aggregated NaturalCompression::aggregateAllGather(const at::Tensor& x, Context& 
   }
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
   // Sum in double in rank order: the same operations on every rank.
-  auto sum = at::zeros({codes.numel()}, at::kDouble);
-  for (int i = 0; i < n; ++i) sum += decodeCodes(all[i].contiguous()).to(at::kDouble);
+  auto decoded = [&](const at::Tensor& c) { return fast ? decodeCodes(c.contiguous()) : decodeCodesGeneric(c); };
+  auto sum = at::zeros({codes.numel()}, x.options().dtype(at::kDouble));
+  for (int i = 0; i < n; ++i) sum += decoded(all[i]).to(at::kDouble);
   Aggregated r;
-  r.mean = (sum / n).to(at::kFloat).to(x.device());
-  r.localApplied = decodeCodes(all[me].contiguous()).to(x.device());
+  r.mean = (sum / n).to(at::kFloat);
+  r.localApplied = decoded(all[me]);
   return r;
 }
 

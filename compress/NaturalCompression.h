@@ -18,6 +18,13 @@
 //  "allgather": every rank receives every rank's codes and averages them.
 // The collective comes from Context::collectiveName ("ps" or "allgather"),
 // else from the options' deployment.
+//
+// Codec paths (compress/CodecPath.h): the CPU kernels (compress/kernels/
+// NaturalKernels.h) or the device-generic ATen codec. They compute the same
+// code from the same random bits, but the generic encoder draws its bits from
+// the counter RNG rather than AES (see encodeCodesGeneric): the deterministic
+// variant and the ps owner's re-compression give the same bits on both paths,
+// the stochastic uplink the same distribution.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -26,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gradzip::compress {
 
@@ -81,8 +89,20 @@ class NaturalCompression : public Compressor {
   at::Tensor encodeCodes(const at::Tensor& x, uint64_t seed, int64_t* clipped);
   // Decoded floats of contiguous codes, into *cache when it is free (simd::reusableBuffer).
   static at::Tensor decodeCodes(const at::Tensor& codes, at::Tensor* cache = nullptr);
-  Aggregated aggregatePs(const at::Tensor& x, Context& ctx);
-  Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx);
+  // The device-generic codec (compress/NaturalCompressionGeneric.cpp) on x's
+  // device: the same code for the same 23 random bits, but coordinate i's
+  // bits come from randomHalf(seed, i) (compress/kernels/CounterRngGeneric.h),
+  // not from the AES noise, so stochastic codes differ from the CPU kernel's
+  // (same distribution); deterministic codes are identical.
+  at::Tensor encodeCodesGeneric(const at::Tensor& x, uint64_t seed, int64_t* clipped) const;
+  static at::Tensor decodeCodesGeneric(const at::Tensor& codes);
+  // The ps owner's downlink for shard [offset, offset + len) from the n
+  // received code vectors, on their device: the CPU owner's bytes exactly.
+  at::Tensor ownerReduceGeneric(const std::vector<at::Tensor>& recv, int64_t offset, int64_t len, int n,
+                                uint64_t ownerSeed) const;
+  // `fast`: the CPU kernels; else the generic codec, every tensor on x's device.
+  Aggregated aggregatePs(const at::Tensor& x, Context& ctx, bool fast);
+  Aggregated aggregateAllGather(const at::Tensor& x, Context& ctx, bool fast);
 
   NaturalCompressionOptions options_;
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)

@@ -108,12 +108,14 @@ std::unique_ptr<PowerSgd::Plan> buildPlan(int64_t d, const std::vector<TensorSlo
   return plan;
 }
 
-// Q_0 ~ N(0, 1) from the shared seed: every rank draws the same matrix.
-void initQ(PowerSgd::Plan& plan, uint64_t seed) {
+// Q_0 ~ N(0, 1) from the shared seed: every rank draws the same matrix. It is
+// drawn on the CPU whatever the device, then moved there, so a GPU run starts
+// from the bits a CPU run starts from.
+void initQ(PowerSgd::Plan& plan, uint64_t seed, const at::Device& device) {
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     auto& g = plan.groups[i];
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 0x9e3779b97f4a7c15ULL * (i + 1));
-    g.q = at::randn({static_cast<int64_t>(g.offsets.size()), g.cols, g.rank}, gen, at::kFloat);
+    g.q = at::randn({static_cast<int64_t>(g.offsets.size()), g.cols, g.rank}, gen, at::kFloat).to(device);
   }
 }
 
@@ -128,7 +130,7 @@ at::Tensor gather(const at::Tensor& x, const PowerSgd::Plan::Group& g) {
 // Writes P̂ Qᵀ of every group and the dense ranges of `dense` into a d-vector.
 at::Tensor assemble(const PowerSgd::Plan& plan, const at::Tensor& dense, const std::vector<at::Tensor>& p,
                     const std::vector<at::Tensor>& q) {
-  at::Tensor out = at::empty({plan.d}, at::kFloat);
+  at::Tensor out = at::empty({plan.d}, dense.options());
   int64_t pos = 0;
   for (const auto& [o, n] : plan.dense) {
     out.narrow(0, o, n).copy_(dense.narrow(0, pos, n));
@@ -204,12 +206,18 @@ void PowerSgd::orthogonalize(at::Tensor& p, double epsilon) {
   }
 }
 
-PowerSgd::Plan& PowerSgd::planFor(int64_t d, const Context& ctx) {
-  if (plan_ && plan_->d == d && sameLayout(plan_->layout, ctx.layout)) return *plan_;
+PowerSgd::Plan& PowerSgd::planFor(int64_t d, const Context& ctx, const at::Device& device) {
+  if (plan_ && plan_->d == d && sameLayout(plan_->layout, ctx.layout)) {
+    // Q lives on the device of the gradients it multiplies (a no-op unless that changed).
+    for (auto& g : plan_->groups)
+      if (g.q.defined() && g.q.device() != device) g.q = g.q.to(device);
+    return *plan_;
+  }
   plan_ = buildPlan(d, ctx.layout, opts_.rank);
   if (loadedSignature_.defined()) {
     if (at::equal(loadedSignature_, plan_->signature())) {
-      for (size_t i = 0; i < plan_->groups.size(); ++i) plan_->groups[i].q = loadedQ_[i];
+      // A checkpoint holds Q on the CPU; it moves to the next gradient's device.
+      for (size_t i = 0; i < plan_->groups.size(); ++i) plan_->groups[i].q = loadedQ_[i].to(device);
     } else {
       spdlog::warn("powersgd: checkpointed Q does not match the bucket's layout; starting from a fresh Q");
     }
@@ -221,11 +229,11 @@ PowerSgd::Plan& PowerSgd::planFor(int64_t d, const Context& ctx) {
 
 at::Tensor PowerSgd::run(const at::Tensor& x, Context& ctx,
                          const std::function<at::Tensor(const at::Tensor&)>& reduce) {
-  Plan& plan = planFor(x.numel(), ctx);
+  Plan& plan = planFor(x.numel(), ctx, x.device());
   const bool fresh = plan.groups.empty() ? false : !plan.groups[0].q.defined();
-  if (fresh || !opts_.warmStart) initQ(plan, ctx.sharedSeed());
+  if (fresh || !opts_.warmStart) initQ(plan, ctx.sharedSeed(), x.device());
   std::vector<at::Tensor> ms;
-  at::Tensor buf1 = at::empty({plan.denseNumel + plan.pNumel()}, at::kFloat);
+  at::Tensor buf1 = at::empty({plan.denseNumel + plan.pNumel()}, x.options());
   {
     ScopedPhase s(ctx.times, &PhaseTimes::encode);
     int64_t pos = 0;
@@ -241,7 +249,7 @@ at::Tensor PowerSgd::run(const at::Tensor& x, Context& ctx,
   }
   const at::Tensor mean1 = reduce(buf1);  // line 3: P ← AllReduceMean(P), with the uncompressed tensors
   std::vector<at::Tensor> phat;
-  at::Tensor buf2 = at::empty({plan.qNumel()}, at::kFloat);
+  at::Tensor buf2 = at::empty({plan.qNumel()}, x.options());
   {
     ScopedPhase s(ctx.times, &PhaseTimes::encode);
     for (auto& p : split(plan, mean1, plan.denseNumel, false)) {
@@ -283,7 +291,8 @@ Payload PowerSgd::encode(const at::Tensor& x, Context& ctx) {
 }
 
 at::Tensor PowerSgd::decode(const Payload& p, int64_t d, Context& ctx) {
-  Plan& plan = planFor(d, ctx);
+  GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].defined(), "powersgd: malformed payload");
+  Plan& plan = planFor(d, ctx, p.tensors[0].device());
   GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == plan.denseNumel + plan.pNumel() &&
                p.tensors[1].numel() == plan.qNumel(),
            "powersgd: payload does not match the plan for d = {}", d);
@@ -301,7 +310,7 @@ void PowerSgd::save(torch::serialize::OutputArchive& ar) const {
   std::vector<at::Tensor> qs;
   if (plan_ && (plan_->groups.empty() || plan_->groups[0].q.defined())) {
     sig = plan_->signature();
-    for (const auto& g : plan_->groups) qs.push_back(g.q);
+    for (const auto& g : plan_->groups) qs.push_back(g.q.cpu());  // checkpoints hold CPU tensors
   } else if (loadedSignature_.defined()) {
     sig = loadedSignature_;
     qs = loadedQ_;
@@ -313,6 +322,7 @@ void PowerSgd::save(torch::serialize::OutputArchive& ar) const {
 void PowerSgd::load(torch::serialize::InputArchive& ar) {
   at::Tensor sig;
   ar.read("signature", sig);
+  sig = sig.cpu();
   GZ_CHECK(sig.dim() == 2 && sig.size(1) == 4, "powersgd: checkpoint has a malformed Q signature");
   loadedQ_.clear();
   for (int64_t i = 0; i < sig.size(0); ++i) {
@@ -321,7 +331,7 @@ void PowerSgd::load(torch::serialize::InputArchive& ar) {
     GZ_CHECK(q.dim() == 3 && q.size(0) == sig[i][0].item<int64_t>() && q.size(1) == sig[i][2].item<int64_t>() &&
                  q.size(2) == sig[i][3].item<int64_t>(),
              "powersgd: checkpointed Q {} does not match its signature", i);
-    loadedQ_.push_back(q.contiguous());
+    loadedQ_.push_back(q.cpu().contiguous());  // moved to the gradients' device when adopted
   }
   loadedSignature_ = sig.size(0) > 0 ? sig : at::Tensor();
   plan_.reset();  // rebuilt (adopting the loaded Q) on the next call

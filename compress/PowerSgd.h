@@ -14,6 +14,9 @@
 // is checkpointed. The end-to-end-utility paper §3.3 evaluates r = 1..64.
 // With an empty layout the bucket is viewed as one [R, d/R] matrix, R the
 // largest divisor of d not above sqrt(d) (our choice, for flat buckets).
+// Written in ATen ops only, the one implementation on every device (there is
+// no CPU kernel): the state lives on the gradients' device, Q_0 is drawn on
+// the CPU and moved there, checkpoints hold CPU tensors.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -56,7 +59,9 @@ class PowerSgd final : public Compressor {
   struct Plan;
 
  private:
-  Plan& planFor(int64_t d, const Context& ctx);
+  // The plan for d coordinates of ctx.layout, its Q on `device` (a loaded Q
+  // is adopted there).
+  Plan& planFor(int64_t d, const Context& ctx, const at::Device& device);
   // Runs Alg. 1 on x. `reduce` turns a local buffer into the mean over ranks
   // (all-reduce / n, or the identity for the single-worker codec).
   at::Tensor run(const at::Tensor& x, Context& ctx, const std::function<at::Tensor(const at::Tensor&)>& reduce);

@@ -28,7 +28,7 @@ std::vector<at::Tensor> psExchange(comm::Communicator& comm, const std::vector<a
     if (i == me) {
       received[i] = uplink[me];
     } else {
-      received[i] = at::empty({uplink[me].numel()}, at::kByte);
+      received[i] = at::empty({uplink[me].numel()}, uplink[me].options());
       if (received[i].numel() > 0) works.push_back(comm.recv(received[i], i, tag));
     }
   }
@@ -47,7 +47,7 @@ std::vector<at::Tensor> psExchange(comm::Communicator& comm, const std::vector<a
             "psExchange: owner produced {} bytes, expected {}", down[me].numel(), downlinkBytes[me]);
   for (int j = 0; j < n; ++j) {
     if (j == me) continue;
-    down[j] = at::empty({downlinkBytes[j]}, at::kByte);
+    down[j] = at::empty({downlinkBytes[j]}, down[me].options());
     if (downlinkBytes[j] > 0) works.push_back(comm.recv(down[j], j, tag + 1));
   }
   if (down[me].numel() > 0)

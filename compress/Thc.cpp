@@ -123,19 +123,22 @@ at::Tensor Thc::blockMaxima(const at::Tensor& rotated, const RandomizedHadamard&
 }
 
 Aggregated Thc::aggregate(const at::Tensor& x, Context& ctx) {
-  if (x.is_cpu() && !maxRange()) {
+  const bool fast = fastPath(x);
+  if (fast && !maxRange()) {
     checkGradientLayout(x, "thc");  // finiteness: checked in the block norms' pass (blockNorms)
   } else {
     checkGradient(x, "thc");
   }
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
   confirmNumelOnce(&agreedNumel_, x.numel(), ctx, "thc");  // Gloo aborts on mismatched sizes
+  if (!fast) return options_.deployment == "ps" ? aggregatePsGeneric(x, ctx) : aggregateAllReduceGeneric(x, ctx);
   if (options_.deployment == "ps") return aggregatePs(x, ctx);
   return maxRange() ? aggregateAllReduceMax(x, ctx) : aggregateAllReduce(x, ctx);
 }
 
 Payload Thc::encode(const at::Tensor& x, Context& ctx) {
-  if (options_.deployment == "allreduce" && x.is_cpu() && !maxRange()) {
+  if (!fastPath(x)) return encodeGeneric(x, ctx);
+  if (options_.deployment == "allreduce" && !maxRange()) {
     checkGradientLayout(x, "thc");
     GZ_CHECK(x.numel() > 0, "thc: empty gradient");
     ScopedPhase timer(ctx.times, &PhaseTimes::encode);
@@ -153,13 +156,13 @@ Payload Thc::encode(const at::Tensor& x, Context& ctx) {
     p.tensors.push_back(words);
     return p;
   }
-  if (x.is_cpu() && !maxRange())
+  if (!maxRange())
     checkGradientLayout(x, "thc");  // finiteness: checked in the block norms' pass (blockNorms)
   else
     checkGradient(x, "thc");
   GZ_CHECK(x.numel() > 0, "thc: empty gradient");
   ScopedPhase timer(ctx.times, &PhaseTimes::encode);
-  const auto xc = x.cpu().contiguous();
+  const auto xc = x.contiguous();
   const auto rht = rotation(x.numel());
   // The payload's first tensor is what the decoder needs for M: the block norms
   // (THC's range), or the block maxima themselves (range: max).
@@ -188,6 +191,7 @@ at::Tensor Thc::decode(const Payload& p, int64_t d, Context& ctx) {
   ScopedPhase timer(ctx.times, &PhaseTimes::decode);
   const auto rht = rotation(d);
   GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == rht.numBlocks(), "thc: malformed payload for d = {}", d);
+  if (!fastPath(p.tensors[1])) return decodeGeneric(p, d, ctx);
   if (options_.deployment == "allreduce" && maxRange()) {
     const at::Tensor range = p.tensors[0].cpu().contiguous();
     const auto sums = SaturatingPackedSum::unpack(p.tensors[1], fieldBits(), rht.paddedDim());

@@ -36,6 +36,11 @@
 // after the rotation instead of before it), so nothing is clamped and the
 // codes concentrate near 0, which saturates less at the price of a coarser
 // step M/L.
+//
+// Both deployments and range modes run on the CPU kernels named above for
+// CPU tensors (Compressor::fastPath), and otherwise on a device-generic path
+// in ATen operations (ThcGeneric.cpp, ThcGenericAggregate.cpp) with the same
+// rotation, noise streams and wire formats.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -119,7 +124,7 @@ class Thc : public Compressor {
 
  private:
   // One worker's quantised rotated vector for given (global) block ranges
-  // (allreduce deployment, step by step: range: max and non-CPU input).
+  // (allreduce deployment, step by step: the CPU path of range: max).
   struct Quantized {
     at::Tensor codes;   // int32 signed codes
     at::Tensor values;  // X_i: the quantised rotated vector, float32 [paddedDim]
@@ -155,6 +160,51 @@ class Thc : public Compressor {
   // allreduce with range: max, after the rotation (Aggregated as aggregateAllReduce).
   Aggregated aggregateAllReduceMax(const at::Tensor& x, Context& ctx);
   bool maxRange() const { return options_.range == "max"; }
+
+  // Collectives both paths share (ThcAggregate.cpp). Round 1 of Alg. 3: the
+  // element-wise MAX over ranks of t (block norms, or block maxima with
+  // range: max), in place. The saturating all-reduce of packed b-bit words
+  // through the plan's collective (a ring when there is none): returns the
+  // sums S; *saturated = the clip events of every rank's combines, summed;
+  // *losses = what this rank's combines clipped per code (int32 [codes]),
+  // undefined when nothing; S = Σ_i C_i − Σ_i losses_i exactly.
+  static at::Tensor maxOverRanks(at::Tensor t, Context& ctx);
+  static at::Tensor saturatingSum(const at::Tensor& words, int b, int64_t codes, Context& ctx, int64_t* saturated,
+                                  at::Tensor* losses);
+  static constexpr int kPsTag = 0x5443;  // psExchange uses this tag and the next
+
+  // The device-generic path (compress/CodecPath.h): the same pipeline in ATen
+  // operations on x's device (ThcGeneric.cpp: the codec pieces, encode and
+  // decode; ThcGenericAggregate.cpp: both deployments' aggregate). The
+  // rotation, the random signs and the SQ noise are the kernels' bits
+  // (compress/kernels/HadamardGeneric.h, CounterRngGeneric.h), and the wire
+  // formats are theirs, so either path decodes the other's payloads.
+  Aggregated aggregatePsGeneric(const at::Tensor& x, Context& ctx);
+  Aggregated aggregateAllReduceGeneric(const at::Tensor& x, Context& ctx);  // both range modes
+  Payload encodeGeneric(const at::Tensor& x, Context& ctx);
+  at::Tensor decodeGeneric(const Payload& p, int64_t d, Context& ctx);
+  // Block norms of x (float32 [numBlocks], double accumulation, on x's device).
+  static at::Tensor blockNormsGeneric(const at::Tensor& x, const RandomizedHadamard& rht);
+  // allreduce: the signed codes (int32 [paddedDim]) of the rotated vector for
+  // the ranges M, as quantize()'s (§3.2.2 with roundUniform's noise).
+  at::Tensor quantizeGeneric(const at::Tensor& rotated, const at::Tensor& range, const RandomizedHadamard& rht,
+                             uint64_t privateSeed) const;
+  // dequantizeSum(): (s/n)·(M/L) per coordinate, float32 [paddedDim].
+  at::Tensor dequantizeSumGeneric(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
+                                  int n) const;
+  // allreduce: signed codes to SaturatingPackedSum's words, and back (int32 codes).
+  static at::Tensor packWordsGeneric(const at::Tensor& codes, int bits);
+  static at::Tensor unpackWordsGeneric(const at::Tensor& words, int bits, int64_t n);
+  // ps, Alg. 2 lines 8–10: the table indices (int64 [paddedDim]) of the
+  // rotated vector, as thc::quantizeTablePack's codes.
+  static at::Tensor tableCodesGeneric(const at::Tensor& rotated, const at::Tensor& range,
+                                      const RandomizedHadamard& rht, const thc::TableLookup& table, uint64_t seed);
+  // ps: X_i = T[z]·(M − m)/g + m (thc::dequantizeCodes), and the owners'
+  // sums as (s/n)·(M − m)/g + m (thc::dequantizeSums), float32 [paddedDim].
+  static at::Tensor tableValuesGeneric(const at::Tensor& codes, const at::Tensor& range,
+                                       const RandomizedHadamard& rht, const thc::TableLookup& table);
+  static at::Tensor sumValuesGeneric(const at::Tensor& sums, const at::Tensor& range, const RandomizedHadamard& rht,
+                                     int n, int g);
 
   ThcOptions options_;
   double tp_;

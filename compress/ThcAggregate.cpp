@@ -2,7 +2,8 @@
 // deployment (THC Alg. 2–3 over compress/ShardedExchange.h: b-bit packed
 // uplink, integer lookup-and-add at the shard owner, w-bit packed downlink) and
 // the all-reduce deployment (end-to-end-utility §3.2.2: saturating b-bit sums
-// on packed words through a comm::Collective).
+// on packed words through a comm::Collective), on the CPU kernels, and the
+// two collectives the device-generic halves (ThcGenericAggregate.cpp) share.
 #include "compress/kernels/BitPack.h"
 #include "compress/kernels/SaturatingPackedSum.h"
 #include "compress/ShardedExchange.h"
@@ -13,13 +14,8 @@
 #include "util/Error.h"
 
 namespace gradzip::compress {
-namespace {
 
-constexpr int kThcTag = 0x5443;  // psExchange uses this tag and the next
-
-// Round 1 of Alg. 3: l = max over workers of the (block) norms; all-reduce MAX
-// (with range: max, of the block maxima of |R|).
-at::Tensor maxNorms(at::Tensor norms, Context& ctx) {
+at::Tensor Thc::maxOverRanks(at::Tensor norms, Context& ctx) {
   if (ctx.comm.size() > 1) {
     ScopedPhase t(ctx.times, &PhaseTimes::communicate);
     ctx.comm.allReduce(norms, comm::ReduceOp::Max).wait();
@@ -28,14 +24,8 @@ at::Tensor maxNorms(at::Tensor norms, Context& ctx) {
   return norms;
 }
 
-// The saturating all-reduce of packed b-bit words through the plan's
-// collective (a ring when there is none: the engine cannot saturate, Gloo only
-// sums). Returns the saturated sums S; *saturated = the clip events of every
-// rank's combines, summed; *losses = what this rank's combines clipped, per
-// code (int32 [codes], SaturatingPackedSum::losses), undefined when they
-// clipped nothing. S = Σ_i C_i − Σ_i losses_i exactly.
-at::Tensor saturatingSum(const at::Tensor& words, int b, int64_t codes, Context& ctx, int64_t* saturated,
-                         at::Tensor* losses) {
+at::Tensor Thc::saturatingSum(const at::Tensor& words, int b, int64_t codes, Context& ctx, int64_t* saturated,
+                              at::Tensor* losses) {
   *saturated = 0;
   *losses = at::Tensor();
   if (ctx.comm.size() == 1) return words;
@@ -56,8 +46,6 @@ at::Tensor saturatingSum(const at::Tensor& words, int b, int64_t codes, Context&
   return summed;
 }
 
-}  // namespace
-
 Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
   const int n = ctx.comm.size(), me = ctx.comm.rank();
   const int b = bitsFor(n);
@@ -71,7 +59,7 @@ Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
     norms = blockNorms(x, rht);
   }
-  const at::Tensor range = rangeOf(maxNorms(norms, ctx), rht);
+  const at::Tensor range = rangeOf(maxOverRanks(norms, ctx), rht);
 
   at::Tensor codes;
   std::vector<at::Tensor> uplink(n);
@@ -104,7 +92,7 @@ Aggregated Thc::aggregatePs(const at::Tensor& xIn, Context& ctx) {
       packCodes(sum.data(), myLen, w, out.data_ptr<uint8_t>());
       return out;
     };
-    down = psExchange(ctx.comm, uplink, owner, downBytes, kThcTag, ctx.times);
+    down = psExchange(ctx.comm, uplink, owner, downBytes, kPsTag, ctx.times);
   }
 
   ScopedPhase t(ctx.times, &PhaseTimes::decode);
@@ -139,7 +127,7 @@ Aggregated Thc::aggregateAllReduce(const at::Tensor& xIn, Context& ctx) {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
     norms = blockNorms(x, rht);
   }
-  const at::Tensor range = rangeOf(maxNorms(norms, ctx), rht);
+  const at::Tensor range = rangeOf(maxOverRanks(norms, ctx), rht);
   {
     ScopedPhase t(ctx.times, &PhaseTimes::encode);
     words = thc::rotateQuantizePack(x.data_ptr<float>(), range.data_ptr<float>(), rht, options_.bits, b,
@@ -184,7 +172,7 @@ Aggregated Thc::aggregateAllReduceMax(const at::Tensor& xIn, Context& ctx) {
     rotated = rht.forward(x, ctx.sharedSeed());
     maxima = blockMaxima(rotated, rht);
   }
-  const at::Tensor range = maxNorms(maxima, ctx);
+  const at::Tensor range = maxOverRanks(maxima, ctx);
   Quantized q;
   at::Tensor words;
   {

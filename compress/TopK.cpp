@@ -4,6 +4,7 @@
 
 #include "compress/FloatWire.h"
 #include "compress/kernels/TopKSelect.h"
+#include "compress/kernels/TopKSelectGeneric.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -76,7 +77,8 @@ Payload TopK::encode(const at::Tensor& x, Context& ctx) {
   checkNonEmpty(x, name());
   ScopedPhase s(ctx.times, &PhaseTimes::encode);
   const int64_t k = opts_.k(x.numel());
-  at::Tensor ix = largestMagnitudes(x, k);  // int32, ascending
+  // int32, ascending; the generic path selects the same indices in ATen ops.
+  at::Tensor ix = fastPath(x) ? largestMagnitudes(x, k) : largestMagnitudesGeneric(x, k);
   Payload p;
   p.tensors.push_back(toWireSaturated(x.index_select(0, ix), opts_.values));
   p.tensors.push_back(ix);
@@ -89,7 +91,8 @@ at::Tensor TopK::decode(const Payload& p, int64_t d, Context& ctx) {
                p.tensors[1].scalar_type() == at::kInt,
            "topk: payload does not hold {} values and {} int32 indices for d = {}", k, k, d);
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
-  return at::zeros({d}, at::kFloat).index_put_({p.tensors[1].to(at::kLong)}, p.tensors[0].to(at::kFloat));
+  return at::zeros({d}, p.tensors[0].options().dtype(at::kFloat))
+      .index_put_({p.tensors[1].to(at::kLong)}, p.tensors[0].to(at::kFloat));
 }
 
 Aggregated TopK::aggregate(const at::Tensor& x, Context& ctx) {
@@ -112,11 +115,12 @@ Aggregated TopK::aggregate(const at::Tensor& x, Context& ctx) {
   }
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
   Aggregated out;
-  out.mean = at::zeros({d}, at::kFloat);
-  // Rank order is fixed, so every rank forms the same float sums (bit-identical).
+  out.mean = at::zeros({d}, x.options());
+  // Rank order is fixed, so every rank forms the same float sums (bit-identical);
+  // one rank's indices are distinct, so index_add_ has no order to choose on a GPU either.
   for (int r = 0; r < n; ++r) out.mean.index_add_(0, indices[r].to(at::kLong), values[r].to(at::kFloat));
   out.mean.div_(n);
-  out.localApplied = at::zeros({d}, at::kFloat).index_put_({p.tensors[1].to(at::kLong)}, p.tensors[0].to(at::kFloat));
+  out.localApplied = at::zeros({d}, x.options()).index_put_({p.tensors[1].to(at::kLong)}, p.tensors[0].to(at::kFloat));
   return out;
 }
 

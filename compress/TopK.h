@@ -5,7 +5,9 @@
 // b = 48K/d. Values beyond the wire type's range (|v| > 65504 in fp16) are
 // sent saturated to its largest finite value, never as ±Inf; error feedback
 // keeps the rest. Not all-reduce compatible (the index sets differ per rank), which
-// is the paper's point; error feedback is applied (Factory default).
+// is the paper's point; error feedback is applied (Factory default). The
+// device-generic path (compress/CodecPath.h) selects the same indices in ATen
+// ops (compress/kernels/TopKSelectGeneric.h); everything else is shared.
 #pragma once
 
 #include "compress/Compressor.h"

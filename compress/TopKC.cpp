@@ -4,6 +4,7 @@
 
 #include "compress/FloatWire.h"
 #include "compress/kernels/SimdKernels.h"
+#include "compress/kernels/TopKSelectGeneric.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -160,6 +161,7 @@ void fromWire(const void* in, at::ScalarType t, float mul, float div, float* out
 at::Tensor TopKC::selectChunks(const at::Tensor& sIn, int64_t j) {
   const int64_t nc = sIn.numel();
   GZ_ASSERT(j >= 1 && j <= nc, "selectChunks: j = {} out of [1, {}]", j, nc);
+  if (!sIn.is_cpu()) return largestKeys(orderKeys(sIn), j);  // the same choice in ATen ops, on s's device
   const at::Tensor s = sIn.cpu().contiguous();
   std::vector<uint32_t> keys;
   const int width = keysOf(s, keys);
@@ -220,6 +222,7 @@ at::Tensor TopKC::scatterChunks(const at::Tensor& values, int64_t d, float mul, 
 }
 
 Payload TopKC::encode(const at::Tensor& xIn, Context& ctx) {
+  if (!fastPath(xIn)) return encodeGeneric(xIn, ctx);
   checkGradientLayout(xIn, name());
   checkNonEmpty(xIn, name());
   ScopedPhase s(ctx.times, &PhaseTimes::encode);
@@ -237,12 +240,14 @@ at::Tensor TopKC::decode(const Payload& p, int64_t d, Context& ctx) {
   GZ_CHECK(p.tensors.size() == 2 && p.tensors[0].numel() == nc && p.tensors[1].numel() == j * opts_.chunk &&
                p.tensors[0].scalar_type() == opts_.norms && p.tensors[1].scalar_type() == opts_.values,
            "topkc: payload does not hold {} chunk norms and {} values for d = {}", nc, j * opts_.chunk, d);
+  if (!fastPath(p.tensors[1])) return decodeGeneric(p, d, ctx);
   ScopedPhase s(ctx.times, &PhaseTimes::decode);
   choose(p.tensors[0].cpu(), d);
   return scatterChunks(p.tensors[1].cpu().contiguous(), d, 1.0f, 1.0f, meanCache_);
 }
 
 Aggregated TopKC::aggregate(const at::Tensor& xIn, Context& ctx) {
+  if (!fastPath(xIn)) return aggregateGeneric(xIn, ctx);
   checkGradientLayout(xIn, name());
   checkNonEmpty(xIn, name());
   confirmNumelOnce(&agreedNumel_, xIn.numel(), ctx, name());  // Gloo aborts on mismatched sizes

@@ -13,7 +13,9 @@
 // the lower chunk index, so all ranks agree. FP16 squared norms suit gradient
 // magnitudes (a 64-chunk of values near 1e-3 has norm² 6e-5); for inputs whose
 // squared chunk norms exceed 65504 or fall below ~1e-7, `norm_dtype: bf16`
-// keeps the same 16 bits with float's range.
+// keeps the same 16 bits with float's range. The device-generic path
+// (compress/CodecPath.h, TopKCGeneric.cpp) computes the same bits in ATen ops,
+// the chunk norms summed in the order of the CPU kernel of the SIMD tier in use.
 #pragma once
 
 #include "compress/Compressor.h"
@@ -52,7 +54,8 @@ class TopKC final : public Compressor {
   at::Tensor decode(const Payload& p, int64_t d, Context& ctx) override;
 
   // The J chunk indices with the largest s (ties: lower index first), ascending;
-  // s is float, half or bfloat16 (radix select on order-preserving keys).
+  // s is float, half or bfloat16 (radix select on order-preserving keys; on
+  // a non-CPU device, the same choice in ATen ops).
   static at::Tensor selectChunks(const at::Tensor& s, int64_t j);
 
   const TopKCOptions& options() const { return opts_; }
@@ -68,6 +71,20 @@ class TopKC final : public Compressor {
   // A d-vector, zero outside the chosen chunks, holding values·mul (half types)
   // or values/div (float).
   at::Tensor scatterChunks(const at::Tensor& values, int64_t d, float mul, float div, at::Tensor& cache) const;
+
+  // The device-generic path (compress/CodecPath.h, TopKCGeneric.cpp): the same
+  // bits as the kernels above, in ATen ops on x's device.
+  Aggregated aggregateGeneric(const at::Tensor& x, Context& ctx);
+  Payload encodeGeneric(const at::Tensor& x, Context& ctx);
+  at::Tensor decodeGeneric(const Payload& p, int64_t d, Context& ctx);
+  // wireNorms of x on x's device (x already checked finite).
+  at::Tensor wireNormsGeneric(const at::Tensor& x, int n) const;
+  // The consensus chunks (int64, ascending) for the norms `sums`, as choose().
+  at::Tensor chooseGeneric(const at::Tensor& sums, int64_t d) const;
+  // gatherChunks / scatterChunks for the chunks `chosen`.
+  at::Tensor gatherChunksGeneric(const at::Tensor& x, const at::Tensor& chosen, float div) const;
+  at::Tensor scatterChunksGeneric(const at::Tensor& values, const at::Tensor& chosen, int64_t d, float mul,
+                                  float div) const;
 
   TopKCOptions opts_;
   int64_t agreedNumel_ = -1;  // d confirmed equal on every rank (checkSameNumelAcrossRanks)

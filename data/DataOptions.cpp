@@ -21,13 +21,16 @@ Defaults defaultsFor(const std::string& dataset) {
     return {"cifar-10-batches-bin", 4, true, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}};
   if (dataset == "image_folder")  // ImageNet statistics, the usual choice for natural images
     return {"", 0, true, {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
+  if (dataset == "synthetic")  // near the pixels' own statistics (class patterns uniform on [0, 255], plus noise)
+    return {"", 0, false, {0.5}, {0.3}};
   return {"", 0, false, {}, {}};  // text_mlm
 }
 
 }  // namespace
 
 const std::vector<std::string>& DataOptions::datasetNames() {
-  static const std::vector<std::string> names = {"fashion_mnist", "cifar10", "image_folder", "text_mlm"};
+  static const std::vector<std::string> names = {"fashion_mnist", "cifar10", "image_folder", "text_mlm",
+                                                     "synthetic"};
   return names;
 }
 
@@ -44,7 +47,7 @@ DataOptions DataOptions::fromYaml(YamlReader& r) {
   o.workers = int(r.getInt("workers", o.workers, 1, 256));
 
   const bool images = o.dataset != "text_mlm";
-  if (o.dataset == "image_folder") {
+  if (o.dataset == "image_folder" || o.dataset == "synthetic") {
     std::vector<int64_t> size = r.getIntList("image_size", {o.imageHeight, o.imageWidth});
     if (size.size() != 2 || size[0] < 1 || size[1] < 1)
       r.fail("image_size", "expected [height, width] with positive sizes");
@@ -52,7 +55,17 @@ DataOptions DataOptions::fromYaml(YamlReader& r) {
     o.imageWidth = size[1];
     o.channels = r.getInt("channels", o.channels, 1, 3);
     if (o.channels == 2) r.fail("channels", "expected 1 (grayscale) or 3 (RGB), got 2");
-    if (o.path.empty()) r.fail("path", "image_folder needs path: a directory of <class>/<image> (or train/ and val/)");
+    if (o.dataset == "synthetic") {
+      if (!o.path.empty()) r.fail("path", "synthetic data is generated, not read: remove path");
+      YamlReader s = r.child("synthetic");
+      o.synthetic.trainSize = s.getInt("train_size", o.synthetic.trainSize, 1);
+      o.synthetic.testSize = s.getInt("test_size", o.synthetic.testSize, 0);
+      o.synthetic.numClasses = s.getInt("num_classes", o.synthetic.numClasses, 2, 1 << 16);
+      o.synthetic.seed = uint64_t(s.getInt("seed", int64_t(o.synthetic.seed), 0));
+      s.finish();
+    } else if (o.path.empty()) {
+      r.fail("path", "image_folder needs path: a directory of <class>/<image> (or train/ and val/)");
+    }
   } else {
     o.channels = o.dataset == "fashion_mnist" ? 1 : 3;
   }
@@ -121,9 +134,15 @@ void DataOptions::toYaml(YAML::Node& n) const {
     n["text"] = t;
     return;
   }
-  if (dataset == "image_folder") {
+  if (dataset == "image_folder" || dataset == "synthetic") {
     n["image_size"] = std::vector<int64_t>{imageHeight, imageWidth};
     n["channels"] = channels;
+  }
+  if (dataset == "synthetic") {
+    n["synthetic"]["train_size"] = synthetic.trainSize;
+    n["synthetic"]["test_size"] = synthetic.testSize;
+    n["synthetic"]["num_classes"] = synthetic.numClasses;
+    n["synthetic"]["seed"] = synthetic.seed;
   }
   n["augment"]["crop_padding"] = cropPadding;
   n["augment"]["flip"] = flip;

@@ -6,6 +6,7 @@
 #include "data/ImageDataset.h"
 #include "data/ImageFolder.h"
 #include "data/MlmDataset.h"
+#include "data/SyntheticImageDataset.h"
 #include "data/TextCorpus.h"
 #include "data/Tokenizer.h"
 #include "util/Error.h"
@@ -49,6 +50,19 @@ Datasets imageFolderDatasets(const DataOptions& o) {
   return imageDatasets(o, std::move(train), std::move(test));
 }
 
+Datasets syntheticDatasets(const DataOptions& o) {
+  SyntheticImageSpec spec{o.synthetic.trainSize, o.imageHeight, o.imageWidth, o.channels, o.synthetic.numClasses,
+                          o.synthetic.seed, /*split=*/0};
+  Datasets d;
+  d.train = std::make_shared<SyntheticImageDataset>("synthetic train", spec, transformOptions(o), true);
+  if (o.synthetic.testSize > 0) {
+    spec.size = o.synthetic.testSize;
+    spec.split = 1;
+    d.test = std::make_shared<SyntheticImageDataset>("synthetic test", spec, transformOptions(o), false);
+  }
+  return d;
+}
+
 Datasets textDatasets(const DataOptions& o) {
   TextCorpus train = TextCorpus::load(o.text.corpus, TextSplit::kTrain, o.text.extensions);
   TextCorpus valid = TextCorpus::load(o.text.corpus, TextSplit::kValid, o.text.extensions);
@@ -87,6 +101,8 @@ Datasets makeDatasets(const DataOptions& o) {
     d = imageFolderDatasets(o);
   } else if (o.dataset == "text_mlm") {
     d = textDatasets(o);
+  } else if (o.dataset == "synthetic") {
+    d = syntheticDatasets(o);
   } else {
     GZ_CHECK(false, "unknown dataset '{}' (known: {})", o.dataset, fmt::join(DataOptions::datasetNames(), ", "));
   }

@@ -19,7 +19,9 @@ struct Datasets {
 // Loads both splits: fashion_mnist (train/t10k), cifar10 (data_batch_*/test_batch),
 // image_folder (path/train + path/val or path/test when present, else path alone
 // with no test split), text_mlm (tokenizer trained or loaded from the cache,
-// corpus train/valid split; see TextCorpus). Throws UserError on missing or bad data.
+// corpus train/valid split; see TextCorpus), synthetic (generated, train and
+// test splits of the configured sizes; no test split for test_size 0). Throws
+// UserError on missing or bad data.
 Datasets makeDatasets(const DataOptions& options);
 
 // Loader settings for the training split (shuffled, drop_last as configured) and

@@ -25,10 +25,15 @@ struct BenchCompressorsArgs {
   int repeats = 3;
   std::string out;  // JSON lines appended here (empty: print only)
   std::string simd;  // cap on the kernels' SIMD tier ("portable" | "avx2" | "avx512"; empty: the CPU's)
+  std::string device = "cpu";  // "cpu" | "cuda": where the gradient lives and the codecs run
 };
 // Single-core encode+decode throughput (GB/s of fp32 input) of each compressor
 // next to memcpy bandwidth measured in the same run, with vNMSE and bits per
-// coordinate on a fixed synthetic gradient.
+// coordinate on a fixed synthetic gradient. With device "cuda" the gradient
+// lives on the GPU, every codec runs its device-generic path, and the yardstick
+// is a device-to-device copy of the same bytes; UserError naming what is
+// missing where no GPU can be used. Returns 1 when a codec failed on the GPU
+// (its row says why; the others are still measured), else 0.
 int benchCompressors(const BenchCompressorsArgs& args);
 
 struct BenchNoiseArgs {

@@ -17,7 +17,11 @@
 // after its warm-up and sampling phases: its row lays the gradient out as
 // [16, 16, 4, 4] conv weights, runs `warmup` (0) and `samples` (8)
 // aggregations of the gradient plus a 5% perturbation per step, and then
-// times its compressed phase (benchOptions).
+// times its compressed phase (benchOptions). With --device cuda the gradient
+// lives on the GPU, the codecs run their device-generic paths, every timed
+// region is synchronised, and a device-to-device copy replaces memcpy
+// (experiments/BenchDevice.h); the JSON lines say "device" and "copy_gbps",
+// and the markdown report says GPU.
 #include "experiments/Benchmarks.h"
 
 #include "comm/LocalCommunicator.h"
@@ -25,6 +29,7 @@
 #include "compress/GradiVeQ.h"
 #include "compress/kernels/Hadamard.h"
 #include "compress/kernels/SimdKernels.h"
+#include "experiments/BenchDevice.h"
 #include "experiments/CompressorBenchReport.h"
 #include "util/Error.h"
 #include "util/Median.h"
@@ -41,6 +46,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -129,7 +135,7 @@ void reachCompressedPhase(compress::Compressor& c, const at::Tensor& x, compress
   for (int i = 0; g->phase() != compress::GradiVeQ::Phase::Compressed; ++i) {
     GZ_CHECK(i < 100000, "bench compressors: gradiveq never reached its compressed phase");
     ctx.step = i;
-    c.aggregate(x + at::randn({x.numel()}, gen, at::kFloat) * scale, ctx);
+    c.aggregate(x + at::randn({x.numel()}, gen, at::kFloat).to(x.device()) * scale, ctx);
   }
 }
 
@@ -170,9 +176,19 @@ int benchCompressors(const BenchCompressorsArgs& args) {
            "bench compressors: need 1 <= min-log2 <= max-log2 <= 30, got {}..{}", args.minLog2, args.maxLog2);
   GZ_CHECK(args.repeats >= 1, "bench compressors: repeats must be >= 1, got {}", args.repeats);
   if (!args.simd.empty()) compress::simd::capLevel(compress::simd::parseLevel(args.simd));
+  const at::Device device = benchDevice(args.device, "bench compressors");
+  const bool gpu = device.is_cuda();
+  // The CPU's results file holds single-core rows; GPU rows there would be read as CPU ones.
+  GZ_CHECK(!gpu || std::filesystem::path(args.out).stem() != "compressors",
+           "bench compressors: --device cuda writes GPU rows; give --out a file of its own (e.g. "
+           "experiments/results/gpu_compressors.jsonl), not '{}'",
+           args.out);
   std::vector<CompressorSpec> specs;
   for (const auto& c : args.compressors.empty() ? compress::compressorNames() : args.compressors)
     specs.push_back(parseCompressorSpec(c));
+  for (const auto& spec : specs)
+    GZ_CHECK(!gpu || !isFwht(spec), "bench compressors: the fwht reference runs on the CPU only; leave it out of "
+                                    "--compressors with --device cuda");
   const std::string loadBefore = readFirstLine("/proc/loadavg");
   const std::string started = fmt::format("{:%Y-%m-%d %H:%M:%S %z}", fmt::localtime(std::time(nullptr)));
   std::vector<CompressorRow> rows;
@@ -192,14 +208,21 @@ int benchCompressors(const BenchCompressorsArgs& args) {
   }
   fmt::print("SIMD tier of the kernels: {} (the CPU's: {})\n", compress::simd::levelName(compress::simd::level()),
              compress::simd::levelName(compress::simd::cpuLevel()));
-  fmt::print("{:<10} {:>10} {:>10} {:>10} {:>7} {:>11} {:>9} {:>9}\n", "compressor", "d", "GB/s", "memcpy", "ratio",
-             "vNMSE", "bits", "payload");
+  if (gpu) fmt::print("device: {} (codecs on their device-generic path; yardstick: device-to-device copy)\n", device.str());
+  fmt::print("{:<10} {:>10} {:>10} {:>10} {:>7} {:>11} {:>9} {:>9}\n", "compressor", "d", "GB/s", gpu ? "copy" : "memcpy",
+             "ratio", "vNMSE", "bits", "payload");
+  int failed = 0;
   for (int k = args.minLog2; k <= args.maxLog2; ++k) {
     const int64_t d = int64_t{1} << k;
-    const at::Tensor x = syntheticGradient(d);
+    const at::Tensor x = syntheticGradient(d).to(device);
     const double bytes = 4.0 * static_cast<double>(d);
-    MemcpyProbe probe(static_cast<int64_t>(bytes));
-    for (const auto& spec : specs) {
+    std::optional<MemcpyProbe> memcpyProbe;
+    std::optional<DeviceCopyProbe> copyProbe;
+    if (gpu)
+      copyProbe.emplace(static_cast<int64_t>(bytes), device);
+    else
+      memcpyProbe.emplace(static_cast<int64_t>(bytes));
+    for (const auto& spec : specs) try {
       // The row's first run gives vNMSE and the payload size, and warms up;
       // `timed` is one timed encode+decode (or the fwht reference's two
       // transforms), its set-up left out of the time.
@@ -228,9 +251,11 @@ int benchCompressors(const BenchCompressorsArgs& args) {
         int64_t calls = 0;
         timed = [&, first] {
           ctx.step = first + ++calls;  // fresh randomness each call
+          syncDevice(device);          // nothing queued before enters the time
           auto a = Clock::now();
           compress::Payload q = comp->encode(x, ctx);
           at::Tensor z = comp->decode(q, d, ctx);
+          syncDevice(device);
           auto b = Clock::now();
           return seconds(a, b);
         };
@@ -240,7 +265,7 @@ int benchCompressors(const BenchCompressorsArgs& args) {
       // is timed warm: on its second run back to back (MemcpyProbe).
       std::vector<double> t, m;
       for (int r = 0; r < args.repeats; ++r) {
-        m.push_back(probe.copy());
+        m.push_back(gpu ? copyProbe->copy() : memcpyProbe->copy());
         timed();  // re-warms what the copies evicted
         t.push_back(timed());
       }
@@ -249,22 +274,38 @@ int benchCompressors(const BenchCompressorsArgs& args) {
       fmt::print("{:<10} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>11.4g} {:>9.4f} {:>9}  {}\n", spec.name, d, gbps,
                  memcpyGbps, gbps / memcpyGbps, vnmse, bits,
                  std::isfinite(payloadBits) ? fmt::format("{:.4f}", payloadBits) : "-", spec.options);
-      rows.push_back({spec, d, gbps, memcpyGbps, vnmse, bits});
+      rows.push_back({spec, d, gbps, memcpyGbps, vnmse, bits, ""});
       if (out.is_open()) {
         nlohmann::json j = {{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options}, {"d", d},
                             {"gbps", gbps},          {"memcpy_gbps", memcpyGbps}, {"ratio", gbps / memcpyGbps},
                             {"vnmse", vnmse},        {"bits", bits},        {"repeats", args.repeats},
                             {"threads", 1},          {"simd", compress::simd::levelName(compress::simd::level())}};
         if (std::isfinite(payloadBits)) j["payload_bits"] = payloadBits;
+        if (gpu) {  // the yardstick is a device copy, not memcpy; the CPU rows keep their format
+          j.erase("memcpy_gbps");
+          j["copy_gbps"] = memcpyGbps;
+          j["device"] = device.str();
+        }
         out << j.dump() << "\n";
       }
+    } catch (const std::exception& e) {
+      // On a GPU one codec's failure (a device-generic path missing, say)
+      // should not cost the other rows of a scarce machine's run.
+      if (!gpu) throw;
+      ++failed;
+      fmt::print("{:<10} {:>10} failed on {}: {}\n", spec.name, d, device.str(), e.what());
+      rows.push_back({spec, d, NAN, NAN, NAN, NAN, e.what()});
+      if (out.is_open())
+        out << nlohmann::json{{"bench", "compressors"}, {"compressor", spec.name}, {"options", spec.options},
+                              {"d", d}, {"device", device.str()}, {"error", e.what()}}.dump()
+            << "\n";
     }
   }
   const std::string suffix = ".jsonl";
   if (args.out.size() > suffix.size() && args.out.compare(args.out.size() - suffix.size(), suffix.size(), suffix) == 0)
     writeCompressorMarkdown(args.out.substr(0, args.out.size() - suffix.size()) + ".md", rows, loadBefore,
-                  readFirstLine("/proc/loadavg"), started, args.repeats);
-  return 0;
+                  readFirstLine("/proc/loadavg"), started, args.repeats, device.str());
+  return failed > 0 ? 1 : 0;
 }
 
 }  // namespace gradzip::experiments

@@ -49,6 +49,48 @@ std::string cpuModel() {
   return "unknown";
 }
 
+// The GPU report: the same table against a device-to-device copy, with
+// gpuTargetRatio's targets and the failed rows' errors; no fwht section (the
+// reference runs on the CPU only).
+void writeGpuCompressorMarkdown(std::ofstream& md, const std::vector<CompressorRow>& rows,
+                                const std::string& loadBefore, const std::string& loadAfter,
+                                const std::string& started, int repeats, const std::string& device) {
+  md << "# Compressor throughput (GPU)\n\n";
+  md << fmt::format("- date: {}\n- device: {} (first visible CUDA device); host: {} ({} online CPUs)\n", started, device,
+                    cpuModel(), std::thread::hardware_concurrency());
+  md << "- codecs: each compressor's device-generic ATen path (compress/CodecPath.h), the only one for CUDA tensors\n";
+  md << fmt::format("- host load average (/proc/loadavg): before `{}`, after `{}`\n", loadBefore, loadAfter);
+  md << fmt::format("- command: `{}`\n", commandLine());
+  md << fmt::format(
+      "- GB/s: fp32 input bytes (4d) / median wall time of encode+decode over {} repeats, the device synchronised "
+      "before and after each (torch::cuda::synchronize), each the second of two back-to-back runs; copy GB/s: "
+      "median time of a device-to-device copy of the same 4d bytes into a preallocated tensor, timed the same way "
+      "and alternately with that row's repeats; ratio = GB/s / copy GB/s. vNMSE = ||x - decode(encode(x))||² / "
+      "||x||² on the fixed synthetic gradient (log-normal magnitudes, random signs); bits/coord as declared. "
+      "Error feedback off.\n\n",
+      repeats);
+  md << "| compressor | options | d | GB/s | copy GB/s | ratio | target | met? | vNMSE | bits/coord |\n";
+  md << "|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n";
+  for (const auto& r : rows) {
+    const std::string options = r.spec.options.empty() ? std::string("defaults") : "`" + r.spec.options + "`";
+    const int log2d = static_cast<int>(std::lround(std::log2(static_cast<double>(r.d))));
+    const double target = gpuTargetRatio(r.spec);
+    const std::string targetText = target > 0 ? fmt::format(">= {}", target) : std::string("—");
+    if (!r.error.empty()) {
+      std::string why = r.error;
+      for (char& c : why)
+        if (c == '|' || c == '\n') c = ' ';
+      md << fmt::format("| {} | {} | 2^{} | failed: {} | | | {} | **no** | | |\n", r.spec.name, options, log2d, why,
+                        targetText);
+      continue;
+    }
+    const double ratio = r.gbps / r.memcpyGbps;
+    md << fmt::format("| {} | {} | 2^{} | {:.3f} | {:.3f} | {:.3f} | {} | {} | {:.4g} | {:.4f} |\n", r.spec.name,
+                      options, log2d, r.gbps, r.memcpyGbps, ratio, targetText,
+                      target > 0 ? (ratio >= target ? "yes" : "**no**") : "—", r.vnmse, r.bits);
+  }
+}
+
 }  // namespace
 
 CompressorSpec parseCompressorSpec(const std::string& text) {
@@ -75,6 +117,8 @@ double targetRatio(const CompressorSpec& s) {
   return 0.0;
 }
 
+double gpuTargetRatio(const CompressorSpec& s) { return s.name == "topkc" ? 0.0 : targetRatio(s); }
+
 std::string readFirstLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -84,9 +128,13 @@ std::string readFirstLine(const std::string& path) {
 
 void writeCompressorMarkdown(const std::string& path, const std::vector<CompressorRow>& rows,
                              const std::string& loadBefore, const std::string& loadAfter, const std::string& started,
-                             int repeats) {
+                             int repeats, const std::string& device) {
   std::ofstream md(path, std::ios::trunc);
   GZ_CHECK(md.good(), "bench compressors: cannot write '{}'", path);
+  if (device != "cpu") {
+    writeGpuCompressorMarkdown(md, rows, loadBefore, loadAfter, started, repeats, device);
+    return;
+  }
   md << "# Compressor throughput (single core)\n\n";
   md << fmt::format("- date: {}\n- machine: {} ({} online CPUs); one thread (at::set_num_threads(1))\n", started,
                     cpuModel(), std::thread::hardware_concurrency());

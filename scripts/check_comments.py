@@ -16,7 +16,7 @@ import sys
 ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
 # Code that is not a test; tests may pin a logged run's numbers and dates.
 SUFFIXES = {".h", ".hpp", ".cpp", ".cu", ".cuh", ".py", ".sh", ".cmake", ".in"}
-SKIP_DIRS = {"tests", "build", ".venv", ".git", "results", "docs", "__pycache__", ".cache", "runs"}
+SKIP_DIRS = {"tests", "build", ".venv", ".git", "results", "docs", "__pycache__", ".cache", "runs", ".gpu-deps"}
 
 # A month-day or year-month-day date, not a range of small numbers such as
 # "1-2 bits": MM-DD with two digits each (MM 01-12, DD 01-31), optionally

@@ -41,6 +41,8 @@ GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, co
     const auto& p = params_[i].second;
     GZ_CHECK(p.scalar_type() == at::kFloat, "GradSync: parameter {} is {}, only float32 is supported",
              params_[i].first, c10::toString(p.scalar_type()));
+    GZ_CHECK(p.device() == params_.front().second.device(), "GradSync: parameter {} is on {} but {} is on {}",
+             params_[i].first, p.device().str(), params_.front().first, params_.front().second.device().str());
     const int64_t bytes = p.numel() * 4;
     if (buckets_.empty() || (buckets_.back().numel * 4 + bytes > opts_.bucketBytes && buckets_.back().numel > 0)) {
       buckets_.emplace_back();
@@ -54,7 +56,8 @@ GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, co
     b.numel += p.numel();
   }
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    buckets_[k].flat = torch::zeros({buckets_[k].numel}, torch::kFloat);
+    // On the parameters' device (run.device): the bucket, and all compressor state derived from it, lives there.
+    buckets_[k].flat = torch::zeros({buckets_[k].numel}, params_[buckets_[k].params.front()].second.options().dtype(torch::kFloat));
     buckets_[k].sync = std::make_unique<BucketSync>(static_cast<int>(k), std::move(layouts[k]), plan);
   }
   for (int i = 0; i < n; ++i) {

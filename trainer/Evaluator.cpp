@@ -1,6 +1,8 @@
 // Implements trainer/Evaluator.h.
 #include "trainer/Evaluator.h"
 
+#include "trainer/Device.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -29,12 +31,14 @@ std::map<std::string, double> evaluate(models::Model& model, data::DataLoader& l
   double lossSum = 0, top1 = 0, top5 = 0, count = 0;
   loader.startEpoch(0);
   int64_t batches = 0;
-  while (auto batch = loader.next()) {
+  const torch::Device device = model.parameters().empty() ? torch::Device(torch::kCPU) : model.parameters().front().device();
+  while (auto next = loader.next()) {
     if (maxBatches > 0 && batches++ >= maxBatches) break;
-    auto logits = model.forward(batch->input);
+    const data::Batch batch = onDevice(std::move(*next), device);
+    auto logits = model.forward(batch.input);
     if (mlm) {
       auto flat = logits.reshape({-1, logits.size(-1)});
-      auto target = batch->target.reshape(-1);
+      auto target = batch.target.reshape(-1);
       auto mask = target.ne(data::kIgnoreIndex);
       const double n = mask.sum().item<double>();
       if (n == 0) continue;
@@ -44,11 +48,11 @@ std::map<std::string, double> evaluate(models::Model& model, data::DataLoader& l
       top1 += sel.argmax(1).eq(tgt).sum().item<double>();
       count += n;
     } else {
-      const double n = batch->size();
-      lossSum += torch::nn::functional::cross_entropy(logits, batch->target).item<double>() * n;
+      const double n = batch.size();
+      lossSum += torch::nn::functional::cross_entropy(logits, batch.target).item<double>() * n;
       const int64_t k = std::min<int64_t>(5, logits.size(1));
       auto topk = std::get<1>(logits.topk(k, 1));
-      auto hits = topk.eq(batch->target.unsqueeze(1));
+      auto hits = topk.eq(batch.target.unsqueeze(1));
       top1 += hits.select(1, 0).sum().item<double>();
       top5 += hits.any(1).sum().item<double>();
       count += n;

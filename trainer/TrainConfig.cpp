@@ -19,6 +19,7 @@ RunOptions runFromYaml(YamlReader r) {
   o.seed = static_cast<uint64_t>(r.getInt("seed", static_cast<int64_t>(o.seed), 0));
   o.threads = static_cast<int>(r.getInt("threads", o.threads, 0, 1024));
   o.deterministic = r.getBool("deterministic", o.deterministic);
+  o.device = r.getEnum("device", o.device, {"cpu", "cuda"});
   r.finish();
   return o;
 }
@@ -50,6 +51,7 @@ CommOptions commFromYaml(YamlReader r) {
   o.bucketMb = r.getDouble("bucket_mb", o.bucketMb, 0.001, 4096);
   o.latencyUs = static_cast<int>(r.getInt("latency_us", o.latencyUs, 0, 10000000));
   o.overlap = r.getBool("overlap", o.overlap);
+  o.cudaBackend = r.getEnum("cuda_backend", o.cudaBackend, {"auto", "nccl", "gloo"});
   r.finish();
   return o;
 }
@@ -175,6 +177,7 @@ YAML::Node TrainConfig::toYaml() const {
   r["seed"] = run.seed;
   r["threads"] = run.threads;
   r["deterministic"] = run.deterministic;
+  r["device"] = run.device;
   YAML::Node m;
   model.toYaml(m);
   n["model"] = m;
@@ -205,6 +208,7 @@ YAML::Node TrainConfig::toYaml() const {
   cm["bucket_mb"] = comm.bucketMb;
   cm["latency_us"] = comm.latencyUs;
   cm["overlap"] = comm.overlap;
+  cm["cuda_backend"] = comm.cudaBackend;
   n["compress"] = controller ? controller->toYaml() : plan.toYaml();
   if (network) {
     YAML::Node net;

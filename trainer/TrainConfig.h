@@ -27,6 +27,9 @@ struct RunOptions {
   int threads = 0;  // intra-op threads per rank; 0 = cores / local ranks
   // One thread and deterministic ATen kernels: resume continues bit for bit.
   bool deterministic = false;
+  // "cpu" or "cuda": where the model, optimizer state, batches, gradient
+  // buckets and compressor state live; cuda uses the GPU LOCAL_RANK names.
+  std::string device = "cpu";
 };
 
 struct TrainOptions {
@@ -55,6 +58,8 @@ struct CommOptions {
   double bucketMb = 25;    // gradient bucket size
   int latencyUs = 0;       // emulated latency per message round, every plan alike (Communicator::setSendDelay)
   bool overlap = true;     // communicate buckets during backward
+  // How CUDA tensors travel: auto | nccl | gloo (comm/Rendezvous.h RendezvousOptions::cudaBackend).
+  std::string cudaBackend = "auto";
 };
 
 struct TrainConfig {

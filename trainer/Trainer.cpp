@@ -7,6 +7,7 @@
 
 #include "trainer/BuildInfo.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/Device.h"
 #include "trainer/Optimizer.h"
 #include "trainer/OptimizerGeometry.h"
 #include "util/Error.h"
@@ -32,6 +33,8 @@ int envInt(const char* name, int def) {
 }  // namespace
 
 void Trainer::Impl::setup() {
+  // First: a device that cannot be had fails the run before any data is read.
+  device = resolveDevice(cfg.run.device, envInt("LOCAL_RANK", 0), cfg.comm.cudaBackend == "gloo");
   const int local = std::max(1, envInt("LOCAL_WORLD_SIZE", comm.size()));
   int threads = cfg.run.threads > 0 ? cfg.run.threads
                                      : std::max(1, int(std::thread::hardware_concurrency()) / local);
@@ -58,6 +61,7 @@ void Trainer::Impl::setup() {
     torch::manual_seed(cfg.run.seed);
     model = models::makeModel(cfg.model);
   }
+  model->to(device);  // before the optimizer exists, so its state is created there too
   spdlog::info("model {}: {} parameters; data: {}", cfg.model.name, models::parameterCount(*model),
                datasets.train->describe());
 

@@ -33,6 +33,7 @@ namespace gradzip::trainer {
 struct Trainer::Impl final : ControlledLoop {
   TrainConfig cfg;
   comm::Communicator& comm;
+  torch::Device device{torch::kCPU};  // run.device (trainer/Device.h)
   std::shared_ptr<models::Model> model;
   data::Datasets datasets;
   std::unique_ptr<data::DataLoader> train, eval;

@@ -4,6 +4,7 @@
 // bounds on skipped steps.
 #include "trainer/TrainerImpl.h"
 
+#include "trainer/Device.h"
 #include "trainer/Evaluator.h"
 #include "trainer/Optimizer.h"
 #include "util/Error.h"
@@ -33,8 +34,9 @@ std::optional<Trainer::Impl::StepDone> Trainer::Impl::trainStep(bool exploring) 
   sync->setMeasureCompression(measure);
   sync->beginStep(step);
   const auto tCompute = Clock::now();
-  auto logits = model->forward(batch->input);
-  auto loss = lossOf(*model, logits, batch->target);
+  const data::Batch onHere = onDevice(std::move(*batch), device);
+  auto logits = model->forward(onHere.input);
+  auto loss = lossOf(*model, logits, onHere.target);
   loss.backward();
   const double compute = since(tCompute);
   SyncBreakdown bd;
@@ -60,7 +62,7 @@ std::optional<Trainer::Impl::StepDone> Trainer::Impl::trainStep(bool exploring) 
   const double lossValue = loss.item<double>();
   ++step;
   StepDone done;
-  done.samples = batch->size() * comm.size();
+  done.samples = onHere.size() * comm.size();
   samples += done.samples;
   bytes += bd.bytesSent;
   saturated += bd.saturated;

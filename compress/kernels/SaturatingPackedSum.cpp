@@ -115,9 +115,21 @@ at::Tensor SaturatingPackedSum::lift(const at::Tensor& raw) const {
 void SaturatingPackedSum::combine(at::Tensor& acc, const at::Tensor& other) const {
   GZ_CHECK(acc.scalar_type() == other.scalar_type() && acc.numel() == other.numel(),
            "{}: mismatched accumulators", name());
-  auto o = other.contiguous();
+  if (!acc.is_cpu()) {
+    // Device words (a CUDA gradient's THC all-reduce) are combined in a host
+    // copy: the saturating word arithmetic is CPU code. The clips are recorded
+    // at acc's own address, the only thing losses() reads of it.
+    at::Tensor host = acc.cpu().contiguous();
+    combineAt(host, other.cpu().contiguous(), acc.data_ptr());
+    acc.copy_(host);
+    return;
+  }
+  combineAt(acc, other.contiguous(), acc.data_ptr());
+}
+
+void SaturatingPackedSum::combineAt(at::Tensor& acc, const at::Tensor& o, const void* position) const {
   Clips mine;
-  mine.acc = acc.data_ptr();
+  mine.acc = position;
   auto* losses = recordLosses_ ? &mine.at : nullptr;
   int64_t c;
   if (acc.scalar_type() == at::kByte)

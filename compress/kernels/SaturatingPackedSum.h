@@ -53,6 +53,9 @@ class SaturatingPackedSum : public comm::Reduction {
   at::Tensor losses(const at::Tensor& result, int64_t n) const;
 
  private:
+  // combine() on host words `acc`, recording its clips at `position` (acc's
+  // own address, or the device words' it stands in for).
+  void combineAt(at::Tensor& acc, const at::Tensor& o, const void* position) const;
   // The clips of one combine: where its acc began, and (code index within
   // acc, s − Sat(s)) for each clip.
   struct Clips {

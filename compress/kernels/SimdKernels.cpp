@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -281,7 +282,7 @@ __attribute__((target("avx512f"))) uint32_t chunkSq512(const float* x, int64_t d
     for (int64_t i = full * C; i < d; ++i) {
       const uint32_t e = bitsOf(x[i]) & kExp;
       m = e > m ? e : m;
-      s += x[i] * x[i];
+      s = std::fma(x[i], x[i], s);  // one explicit FMA chain: its roundings do not depend on how the compiler vectorises
     }
     sq[full] = s;
   }
@@ -412,7 +413,7 @@ __attribute__((target("avx2,fma"))) uint32_t chunkSq256(const float* x, int64_t 
     for (int64_t i = full * C; i < d; ++i) {
       const uint32_t e = bitsOf(x[i]) & kExp;
       m = e > m ? e : m;
-      s += x[i] * x[i];
+      s = std::fma(x[i], x[i], s);  // one explicit FMA chain: its roundings do not depend on how the compiler vectorises
     }
     sq[full] = s;
   }

@@ -4,7 +4,8 @@
 // policy that would report success on a dead model, silently accepted input
 // (duplicate YAML keys, an unknown log level, a mistyped subcommand), errors
 // that named the wrong cause (--set values, rank 0's invalid checkpoints, a
-// rank without a master, an empty config, an unwritable out_dir), and the
+// rank without a master, an empty config, an unwritable out_dir, CUDA where it
+// cannot run), and the
 // progress display (a live line on a terminal, plain lines in pipes, one
 // rank's start-up lines). Each asserts the exit code, that the message names
 // the cause, and that nothing is lost or left behind.
@@ -226,6 +227,19 @@ TEST_F(BadInput, ErrorsNameTheirCause) {
   EXPECT_NE(o.text.find("run.out_dir: cannot write the run directory " + dir.path() + "/afile/runs/t/rank0"),
             std::string::npos) << o.text;
   EXPECT_EQ(o.text.find("critical"), std::string::npos) << o.text;
+}
+
+TEST_F(BadInput, CudaWhereItCannotRunNamesWhatIsMissing) {
+  needData();
+  gradzip::testing::TempDir dir;
+  const std::string cfg = writeTiny(dir.path());
+  auto o = run(binary() + " train " + cfg + " --set run.device=cuda");
+  if (o.status == 0) GTEST_SKIP() << "a GPU ran the run";
+  EXPECT_EQ(o.status, 2) << o.text;
+  const bool named = o.text.find("run.device: cuda, but no GPU is visible to this process") != std::string::npos ||
+                     o.text.find("run.device: cuda, but this gradzip was built without CUDA") != std::string::npos;
+  EXPECT_TRUE(named) << o.text;
+  EXPECT_EQ(o.text.find("fashion"), std::string::npos) << "the device must fail before any data is read:\n" << o.text;
 }
 
 TEST_F(BadInput, RankZerosInvalidCheckpointIsTheReportedCause) {

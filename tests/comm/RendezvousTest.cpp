@@ -1,7 +1,7 @@
 // Tests of comm/Rendezvous: environment parsing (torchrun and SLURM) and the
 // clear, bounded-time errors for a port in use, an unreachable master,
-// another program on the master port, a world-size mismatch and a
-// config-fingerprint mismatch.
+// another program on the master port, a world-size mismatch, a
+// config-fingerprint mismatch, and a CUDA backend that cannot be had.
 #include "comm/Rendezvous.h"
 #include "util/Error.h"
 
@@ -213,4 +213,30 @@ TEST(Rendezvous, ConfigFingerprintMismatchIsNamed) {
   EXPECT_NE(msg0.find("configuration mismatch"), std::string::npos) << msg0;
   EXPECT_TRUE(msg1.find("configuration mismatch") != std::string::npos ||
               msg1.find("lost the rendezvous store") != std::string::npos) << msg1;
+}
+
+TEST(Rendezvous, CudaBackendNcclWithoutItsPiecesIsNamed) {
+  // This test program never registers the NCCL factory (comm/NcclBackend.h),
+  // as a build without CUDA does not: asking for NCCL must say so on every rank.
+  const int port = freePort();
+  auto o0 = opts(0, 2, port), o1 = opts(1, 2, port);
+  o0.cudaBackend = o1.cudaBackend = "nccl";
+  auto f = std::async(std::launch::async, [&] { return commErrorOf(o1); });
+  const auto msg0 = commErrorOf(o0);
+  const auto msg1 = f.get();
+  for (const auto& [rank, msg] : {std::pair{0, msg0}, {1, msg1}})
+    EXPECT_NE(msg.find(fmt::format("rank {}: comm.cuda_backend: nccl, but this gradzip was built without CUDA", rank)),
+              std::string::npos) << msg;
+}
+
+TEST(Rendezvous, UnknownCudaBackendIsNamed) {
+  auto o = opts(0, 1, freePort());
+  o.cudaBackend = "mpi";
+  try {
+    comm::connect(o);
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown CUDA backend 'mpi' (valid: auto, nccl, gloo)"), std::string::npos)
+        << e.what();
+  }
 }

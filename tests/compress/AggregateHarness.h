@@ -6,7 +6,9 @@
 
 #include "comm/Collective.h"
 #include "comm/Communicator.h"
+#include "comm/LocalCommunicator.h"
 #include "compress/Compressor.h"
+#include "compress/Factory.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -99,5 +101,27 @@ struct CtxHolder {
     ctx.seed = seed;
   }
 };
+
+// The claim a deterministic codec makes about its two implementations
+// (compress/CodecPath.h): `name` with options `yaml`, built once per path,
+// puts the same bits on the wire for x and decodes them to the same floats.
+// Checks `steps` calls in a row, so per-bucket state (PowerSGD's Q) is
+// compared too.
+inline void expectSameBitsOnBothPaths(const std::string& name, const std::string& yaml, const at::Tensor& x,
+                                      int steps = 1) {
+  comm::LocalCommunicator local;
+  auto fast = compress::makeCompressor(name, yaml + "\ncodec: auto");
+  auto generic = compress::makeCompressor(name, yaml + "\ncodec: generic");
+  for (int step = 0; step < steps; ++step) {
+    compress::Context cf = contextFor(local), cg = contextFor(local);
+    cf.step = cg.step = step;
+    const compress::Payload pf = fast->encode(x, cf), pg = generic->encode(x, cg);
+    ASSERT_EQ(pf.tensors.size(), pg.tensors.size()) << name << " " << yaml;
+    for (size_t i = 0; i < pf.tensors.size(); ++i)
+      EXPECT_TRUE(bitEqual(pf.tensors[i], pg.tensors[i])) << name << " " << yaml << ": payload tensor " << i << " step " << step;
+    EXPECT_TRUE(bitEqual(fast->decode(pf, x.numel(), cf), generic->decode(pg, x.numel(), cg)))
+        << name << " " << yaml << ": decoded, step " << step;
+  }
+}
 
 }  // namespace gradzip::testing

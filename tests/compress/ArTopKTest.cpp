@@ -2,13 +2,16 @@
 // Alg. 1: the source rank (STAR round robin, VAR argmax of ||g_r||²), the
 // aggregate equal to (1/N) Σ_r scatter(ix~, G_r[ix~]) computed locally from all
 // ranks' inputs (homomorphism), the residual keeping all but ix~, exactness at
-// cr = 1, wire size, and identical results through engine, ring and tree.
+// cr = 1, wire size, and identical results through engine, ring and tree;
+// the device-generic path (compress/CodecPath.h) gives the kernel path's bits,
+// payload and aggregate, ties in |G| included.
 #include "compress/ArTopK.h"
 #include "compress/Factory.h"
 #include "comm/LocalCommunicator.h"
 #include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 namespace gradzip::compress {
@@ -89,6 +92,40 @@ TEST(ArTopK, FullRatioEqualsPlainAllReduce) {
       at::Tensor ref = x.clone();
       c.allReduce(ref).wait();
       EXPECT_TRUE(testing::bitEqual(agg.mean, ref.div_(3))) << coll;
+    }
+  });
+}
+
+// Magnitudes from {0, 1, 2} with random signs (-0 included): most selections tie.
+at::Tensor tiedInput(int64_t d, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor mag = at::randint(0, 3, {d}, gen, at::kFloat);
+  return mag.mul_(at::randint(0, 2, {d}, gen, at::kFloat).mul_(2).sub_(1)).contiguous();
+}
+
+TEST(ArTopK, GenericPathGivesTheSameBits) {
+  for (int64_t d : {1, 3, 64, 1000, 4099}) {
+    for (const char* opts : {"cr: 0.01", "cr: 0.2\nmode: var", "cr: 1.0\nerror_feedback: false"}) {
+      SCOPED_TRACE(std::to_string(d) + " " + opts);
+      testing::expectSameBitsOnBothPaths("artopk", opts, testing::gaussianInput(d, 0, 51), 3);
+      testing::expectSameBitsOnBothPaths("artopk", opts, tiedInput(d, 52), 2);
+    }
+  }
+}
+
+TEST(ArTopK, GenericPathAggregatesTheSameBits) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    for (const char* mode : {"star", "var"}) {
+      CtxHolder hf(c, "ring"), hg(c, "ring");
+      auto fast = makeCompressor("artopk", std::string("{cr: 0.05, codec: auto, mode: ") + mode + "}");
+      auto generic = makeCompressor("artopk", std::string("{cr: 0.05, codec: generic, mode: ") + mode + "}");
+      for (int step = 0; step < 3; ++step) {
+        hf.ctx.step = hg.ctx.step = step;
+        at::Tensor x = step == 1 ? tiedInput(1025, 60 + c.rank()) : testing::gaussianInput(1025, c.rank(), 61, step);
+        const Aggregated a = fast->aggregate(x, hf.ctx), b = generic->aggregate(x, hg.ctx);
+        EXPECT_TRUE(testing::bitEqual(a.mean, b.mean)) << mode << " step " << step;
+        EXPECT_TRUE(testing::bitEqual(a.localApplied, b.localApplied)) << mode << " step " << step;
+      }
     }
   });
 }

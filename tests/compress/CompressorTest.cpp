@@ -5,6 +5,7 @@
 // rejects bad input with a UserError naming the cause: wrong dtype, wrong
 // rank, non-contiguous, NaN/Inf (aggregate and encode), empty, and buckets of
 // different sizes on different ranks (an error, never a hang).
+#include "tests/testing/UserErrorOf.h"
 #include "compress/Factory.h"
 #include "comm/LocalCommunicator.h"
 #include "tests/compress/AggregateHarness.h"
@@ -26,14 +27,6 @@ using testing::CtxHolder;
 
 const std::vector<std::string> kMine = {"fp32", "fp16", "bf16", "topk", "topkc", "artopk", "powersgd"};
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no UserError)";
-}
 
 // One compressor configuration: a factory name and its options (YAML text).
 struct Spec {
@@ -87,7 +80,7 @@ TEST(Compressor, BadInputGivesAClearError) {
       // The UserError names the compressor and the cause.
       auto expectError = [&](const std::function<void()>& f, const std::string& cause,
                              std::source_location at = std::source_location::current()) {
-        EXPECT_THAT(errorOf(f), AllOf(HasSubstr(name + ":"), HasSubstr(cause))) << who << ", line " << at.line();
+        EXPECT_THAT(testing::userErrorOf(f), AllOf(HasSubstr(name + ":"), HasSubstr(cause))) << who << ", line " << at.line();
       };
       const at::Tensor strided = at::ones({16}).slice(0, 0, 16, 2);
       expectError([&] { c->aggregate(at::zeros({8}, at::kDouble), ctx); }, "float32");

@@ -4,7 +4,11 @@
 // natural dithering's second moment against its exact value and Theorem 4's
 // bound, exact wire size, the all-gather aggregation on 3 ranks, and the
 // parameter-server and decompress-add-recompress ring forms (unbiased within a
-// variance bound built from the compressors' ω, identical on every rank).
+// variance bound built from the compressors' ω, identical on every rank), and
+// the device-generic codec path (compress/DitheringGeneric.cpp): the same
+// payload and decoded floats as the CPU loop for sizes around the bucket
+// length, signed zeros and zero buckets, and the same aggregate on 3 ranks in
+// every deployment.
 #include "compress/NaturalDithering.h"
 #include "compress/Qsgd.h"
 
@@ -323,6 +327,59 @@ TEST(Dithering, RingAndPsTrafficIsSegmentSized) {
         EXPECT_EQ(times.bytesSent, 2 * (kN - 1) * (8 + 500)) << form;
       }
     }
+  });
+}
+
+// Inputs for the path comparisons: Gaussian, with exact zeros, negative
+// zeros and (when d > 40) an all-zero run that fills a bucket of 14.
+at::Tensor pathTestInput(int64_t d, uint64_t seed) {
+  auto x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(seed));
+  if (d > 3) {
+    x[1] = 0.0f;
+    x[2] = -0.0f;
+  }
+  if (d > 40) x.narrow(0, 14, 14).zero_();
+  return x;
+}
+
+// The generic codec draws the CPU loop's counter-based noise and repeats its
+// float operations, so payloads and decoded floats agree bit for bit.
+TEST(Dithering, GenericPathGivesTheSameBits) {
+  const std::vector<std::pair<std::string, std::string>> configs = {
+      {"qsgd", "levels: 7"},
+      {"qsgd", "levels: 3\nnorm: inf\nbucket: 14"},
+      {"qsgd", "levels: 1\nbucket: 0"},
+      {"qsgd", "levels: 300\nnorm: 1\nbucket: 100"},  // 10-bit codes: the wide packing
+      {"dnat", "levels: 8"},
+      {"dnat", "levels: 4\nbucket: 14"},
+  };
+  for (const auto& [name, yaml] : configs)
+    for (int64_t d : {1, 2, 7, 14, 41, 512, 513, 1000, 4099}) {
+      SCOPED_TRACE(name + " " + yaml + " d " + std::to_string(d));
+      testing::expectSameBitsOnBothPaths(name, yaml, pathTestInput(d, 50 + d), 2);
+    }
+}
+
+// Every deployment on 3 ranks: the generic path's mean and localApplied equal
+// the CPU path's bit for bit (same noise, same operations, same collectives).
+TEST(Dithering, GenericAggregationMatchesTheCpuPathOnThreeRanks) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    for (const std::string form : {"allgather", "ps", "ring"})
+      for (const std::string name : {"qsgd", "dnat"})
+        for (int64_t d : {5, 1031}) {
+          auto fast = makeCompressor(name, "deployment: " + form + "\ncodec: auto");
+          auto generic = makeCompressor(name, "deployment: " + form + "\ncodec: generic");
+          const auto x = pathTestInput(d, 70 + c.rank());
+          for (int64_t step = 0; step < 2; ++step) {
+            Context cf{c}, cg{c};
+            cf.step = cg.step = step;
+            cf.seed = cg.seed = 9;
+            const auto rf = fast->aggregate(x, cf);
+            const auto rg = generic->aggregate(x, cg);
+            EXPECT_TRUE(testing::bitEqual(rf.mean, rg.mean)) << name << " " << form << " d " << d;
+            EXPECT_TRUE(testing::bitEqual(rf.localApplied, rg.localApplied)) << name << " " << form << " d " << d;
+          }
+        }
   });
 }
 

@@ -1,14 +1,21 @@
 // Tests compress/FloatCast.{h,cpp}: fp32/fp16/bf16 all-reduce baselines. Wire
 // size, bit-exact fp32 against a plain all-reduce, fp16 aggregation equal to the
 // sum of the ranks' half-precision contributions (homomorphism), bounds for
-// bf16, and identical results on every rank, through engine, ring and tree.
+// bf16, identical results on every rank, through engine, ring and tree, and
+// the device-generic path (compress/CodecPath.h) giving the SIMD casts' bits:
+// payload, decode and multi-rank aggregate, on arbitrary finite bit patterns
+// (rounding ties, subnormals, values beyond the half range).
 #include "compress/Factory.h"
 #include "compress/FloatCast.h"
 #include "comm/LocalCommunicator.h"
 #include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 
 namespace gradzip::compress {
 namespace {
@@ -113,6 +120,56 @@ TEST(FloatCast, Bf16MeanWithinRoundingBound) {
     exact.div_(3);
     EXPECT_TRUE(((agg.mean - exact).abs() <= absSum * (3.0 / 3 / 256) * 1.01).all().item<bool>());
     testing::expectIdenticalAcrossRanks(c, agg.mean);
+  });
+}
+
+// Every finite float bit pattern is equally likely: all binades, subnormals,
+// ±0, and values beyond the fp16 range (they round to ±Inf on the wire).
+at::Tensor anyFiniteBits(int64_t d, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor bits = at::randint(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), {d}, gen,
+                                at::kInt);
+  at::Tensor x = bits.view(at::kFloat);
+  return at::where(x.isfinite(), x, at::zeros_like(x)).contiguous();
+}
+
+// Floats whose fp16 / bf16 roundings are exact ties: halfway between two
+// neighbours, so round-to-nearest-even decides.
+at::Tensor roundingTies(int64_t d, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor m = at::randint(-2048, 2048, {d}, gen, at::kFloat);
+  return m.add_(0.5).mul_(std::ldexp(1.0, -10)).contiguous();  // k + 1/2 ulps at fp16's 11 bits
+}
+
+TEST(FloatCast, GenericPathGivesTheSameBits) {
+  for (const char* name : {"fp32", "fp16", "bf16"}) {
+    for (int64_t d : {1, 7, 31, 33, 1000, 4099}) {
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(d));
+      testing::expectSameBitsOnBothPaths(name, "error_feedback: false", testing::gaussianInput(d, 0, 91), 2);
+      testing::expectSameBitsOnBothPaths(name, "error_feedback: false", anyFiniteBits(d, 92), 1);
+      testing::expectSameBitsOnBothPaths(name, "error_feedback: false", roundingTies(d, 93), 1);
+      testing::expectSameBitsOnBothPaths(name, "error_feedback: false", testing::gaussianInput(d, 0, 94).mul(1e-6), 1);
+    }
+  }
+}
+
+// n = 3: the wire is x / 3 (the division the kernels fuse into the cast), the
+// mean the widened sum, localApplied the widened wire times 3.
+TEST(FloatCast, GenericPathAggregatesTheSameBits) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    for (const char* name : {"fp32", "fp16", "bf16"}) {
+      for (const char* coll : {"engine", "ring"}) {
+        CtxHolder hf(c, coll), hg(c, coll);
+        auto fast = makeCompressor(name, "{error_feedback: false, codec: auto}");
+        auto generic = makeCompressor(name, "{error_feedback: false, codec: generic}");
+        for (int step = 0; step < 2; ++step) {
+          at::Tensor x = step == 0 ? testing::gaussianInput(1031, c.rank(), 95) : roundingTies(1031, 96 + c.rank());
+          const Aggregated a = fast->aggregate(x, hf.ctx), b = generic->aggregate(x, hg.ctx);
+          EXPECT_TRUE(testing::bitEqual(a.mean, b.mean)) << name << " " << coll << " step " << step;
+          EXPECT_TRUE(testing::bitEqual(a.localApplied, b.localApplied)) << name << " " << coll << " step " << step;
+        }
+      }
+    }
   });
 }
 

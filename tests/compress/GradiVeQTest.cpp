@@ -2,7 +2,9 @@
 // compressed vector, UᵀU = I, projection error on the samples <= λ, the
 // schedule (warm-up, sampling, compressed), identical bases on every rank, the
 // aggregate equal to decompress(mean of compressed vectors) computed locally,
-// and checkpoints that reproduce the run.
+// checkpoints that reproduce the run, and the device-generic path
+// (compress/CodecPath.h) giving the same bits through warm-up, sampling, the
+// basis and compressed steps, also across a checkpoint taken on the other path.
 #include "compress/GradiVeQ.h"
 
 #include "comm/LocalCommunicator.h"
@@ -16,6 +18,8 @@
 
 namespace gradzip::compress {
 namespace {
+
+using testing::CtxHolder;
 
 // A bucket with one conv weight [F=8, D=4, 3, 3] (288 values, K = 3·8·4 = 96,
 // 3 slices), a bias [8] and a second conv [4, 8, 1, 1] (32 values, K = 32).
@@ -240,6 +244,34 @@ TEST(GradiVeQ, BadInputAndFactory) {
   auto c = makeCompressor("gradiveq", "{lambda: 0.02, warmup: 10, samples: 50, compressed: 200}");
   EXPECT_TRUE(c->capabilities().summable);
   EXPECT_THROW(makeCompressor("gradiveq", "{lambda: 2}"), ConfigError);
+}
+
+// Same bits on both paths (uncompressed samples: the QSGD sampling has its own
+// paths and tests). A short schedule reaches every phase: warm-up, sampling,
+// the basis, compressed steps and the next sampling window.
+TEST(GradiVeQ, GenericPathGivesTheSameBits) {
+  const std::string opts = "warmup: 1\nsamples: 3\ncompressed: 2\nsample_levels: 0";
+  for (int64_t d : {int64_t{1}, int64_t{7}, kD}) testing::expectSameBitsOnBothPaths("gradiveq", opts, testing::gaussianInput(d, 0, 71), 3);
+  testing::runRanks(3, [](comm::Communicator& c) {
+    CtxHolder hf(c, "ring"), hg(c, "ring");
+    hf.ctx.layout = hg.ctx.layout = layout();
+    const std::string yaml = "{warmup: 1, samples: 3, compressed: 2, sample_levels: 0, codec: ";
+    auto fast = makeCompressor("gradiveq", yaml + "auto}");
+    auto generic = makeCompressor("gradiveq", yaml + "generic}");
+    auto check = [&](Compressor& f, Compressor& g, int64_t step) {
+      hf.ctx.step = hg.ctx.step = step;
+      at::Tensor x = gradient(c.rank(), step);
+      const Aggregated a = f.aggregate(x, hf.ctx), b = g.aggregate(x, hg.ctx);
+      EXPECT_TRUE(testing::bitEqual(a.mean, b.mean)) << "step " << step;
+      EXPECT_TRUE(testing::bitEqual(a.localApplied, b.localApplied)) << "step " << step;
+    };
+    for (int64_t step = 0; step < 6; ++step) check(*fast, *generic, step);
+    auto fastRestored = makeCompressor("gradiveq", yaml + "auto}");
+    auto genericRestored = makeCompressor("gradiveq", yaml + "generic}");
+    testing::checkpointRoundTrip(*generic, *fastRestored);
+    testing::checkpointRoundTrip(*fast, *genericRestored);
+    for (int64_t step = 6; step < 12; ++step) check(*fastRestored, *genericRestored, step);
+  });
 }
 
 }  // namespace

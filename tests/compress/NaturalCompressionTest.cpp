@@ -1,19 +1,28 @@
 // Tests compress/NaturalCompression: C_nat's exact outcome probabilities
 // (exhaustively over all 2^23 random words), E[C(t)²]/t² at the paper's points,
 // special values, the 8-bit wire code, the deterministic variant, wire size,
-// the composition bound after sparsification (Theorem 3), and the ps /
-// all-gather aggregations on 3 ranks against their exact expected errors.
+// the composition bound after sparsification (Theorem 3), the ps /
+// all-gather aggregations on 3 ranks against their exact expected errors, and
+// the device-generic codec path (compress/NaturalCompressionGeneric.cpp): its
+// codes are naturalEncode's for its counter-RNG noise, its decoder is
+// naturalDecode, and the deterministic variant and the ps owner (sum,
+// saturation, re-compression) give the CPU path's bits.
 #include "compress/NaturalCompression.h"
 
 #include "comm/LocalCommunicator.h"
 #include "compress/kernels/CounterRng.h"
+#include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 #include "util/Error.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 
 namespace gradzip::compress {
 namespace {
@@ -195,7 +204,9 @@ TEST(NaturalCompression, CompositionAfterSparsificationMeetsTheorem3) {
     EXPECT_NEAR(mc, exact, 5 * se);
     const double biasSq = (sum / T - xd).square().sum().item<double>();
     EXPECT_LT(biasSq * T, 1.5 * (exact - norm2));
-    if (name == "worst case") EXPECT_NEAR(exact / norm2, omega + 1, 1e-6);  // the bound is attained
+    if (name == "worst case") {
+      EXPECT_NEAR(exact / norm2, omega + 1, 1e-6);  // the bound is attained
+    }
   }
 }
 
@@ -301,6 +312,93 @@ TEST(NaturalCompression, AggregatesOnThreeRanks) {
     bad.collectiveName = "ring";
     EXPECT_THROW(cnat.aggregate(p, bad), UserError);
   });
+}
+
+// Gaussian values of widely spread magnitude and C_nat's edge cases: zeros of
+// both signs, values below 2^−50 and at it, subnormals, powers of two, values
+// above the 2^10 clip and near FLT_MAX.
+at::Tensor edgeInput(int64_t d, uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto x = at::randn({d}, g).mul_(at::randn({d}, g).mul_(12).exp2_());
+  const std::vector<float> edges = {0.0f, -0.0f, std::ldexp(1.0f, -50), -std::ldexp(1.0f, -51), std::ldexp(3.0f, -53),
+                                    1e-40f, -FLT_TRUE_MIN, 1.0f, -0.75f, 1024.0f, 1536.0f, -3000.0f, FLT_MAX, -FLT_MAX};
+  for (int64_t i = 0; i < std::min<int64_t>(d, static_cast<int64_t>(edges.size())); ++i) x[i] = edges[i];
+  return x;
+}
+
+// The generic encoder computes naturalEncode of every coordinate with 23
+// random bits from randomHalf(privateSeed, i), and the generic decoder is
+// naturalDecode on every one of the 256 codes.
+TEST(NaturalCompression, GenericCodecIsTheScalarDefinition) {
+  comm::LocalCommunicator local;
+  Context ctx{local};
+  ctx.seed = 5;
+  ctx.step = 3;
+  NaturalCompression cnat(NaturalCompressionOptions{});
+  cnat.setCodecPath(CodecPath::Generic);
+  const auto x = edgeInput(3001, 8);
+  const auto codes = cnat.encode(x, ctx).tensors.at(0);
+  ASSERT_EQ(codes.scalar_type(), at::kByte);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const uint64_t rnd = randomHalf(ctx.privateSeed(), static_cast<uint64_t>(i));
+    ASSERT_EQ(codes[i].item<uint8_t>(), naturalEncode(x[i].item<float>(), rnd, true)) << "i " << i;
+  }
+  Payload all;
+  all.tensors.push_back(at::arange(256, at::kInt).to(at::kByte));
+  const auto decoded = cnat.decode(all, 256, ctx);
+  NaturalCompression cpu(NaturalCompressionOptions{});
+  cpu.setCodecPath(CodecPath::Auto);
+  EXPECT_TRUE(testing::bitEqual(decoded, cpu.decode(all, 256, ctx)));
+  for (int k = 0; k < 256; ++k) {
+    const float want = naturalDecode(static_cast<uint8_t>(k));
+    const float got = decoded[k].item<float>();
+    EXPECT_EQ(std::memcmp(&want, &got, 4), 0) << "code " << k;
+  }
+}
+
+// Deterministic rounding uses no noise: the same codes on both paths.
+TEST(NaturalCompression, GenericDeterministicGivesTheSameBits) {
+  for (int64_t d : {1, 5, 14, 64, 1001, 4099}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    testing::expectSameBitsOnBothPaths("cnat", "deterministic: true", edgeInput(d, 20 + d), 1);
+  }
+}
+
+// The ps owner's work (exact int64 sum, saturation, re-compression with
+// splitmix noise) is the CPU owner's on the generic path: with deterministic
+// uplinks every aggregate is bit-identical, on 3 ranks and on 9 ranks that
+// all send 2^10 (their int64 sum overflows and saturates).
+TEST(NaturalCompression, GenericAggregationMatchesTheCpuPath) {
+  for (int n : {3, 9}) {
+    testing::runRanks(n, [n](comm::Communicator& c) {
+      for (const std::string form : {"ps", "allgather"})
+        for (const std::string det : {"true", "false"}) {
+          if (det == "false" && form == "allgather") continue;  // stochastic uplinks differ by design
+          const std::string yaml = "deployment: " + form + "\ndeterministic: " + det;
+          auto fast = makeCompressor("cnat", yaml + "\ncodec: auto");
+          auto generic = makeCompressor("cnat", yaml + "\ncodec: generic");
+          const auto x = n == 9 ? at::full({37}, 1024.0f) : edgeInput(1003, 60 + c.rank());
+          Context cf{c}, cg{c};
+          cf.seed = cg.seed = 4;
+          const auto rf = fast->aggregate(x, cf);
+          const auto rg = generic->aggregate(x, cg);
+          // Equal uplinks (deterministic, or 2^10 exactly) give equal downlink clip counts.
+          if (det == "true" || n == 9) {
+            EXPECT_EQ(rf.saturated, rg.saturated) << form << " det " << det;
+          }
+          if (n == 9 && form == "ps") {
+            EXPECT_GT(rg.saturated, 0);
+          }
+          if (det == "false") {
+            // Different uplink noise; the generic mean is still the same on every rank.
+            testing::expectIdenticalAcrossRanks(c, rg.mean);
+            continue;
+          }
+          EXPECT_TRUE(testing::bitEqual(rf.mean, rg.mean)) << form << " n " << n;
+          EXPECT_TRUE(testing::bitEqual(rf.localApplied, rg.localApplied)) << form << " n " << n;
+        }
+    });
+  }
 }
 
 }  // namespace

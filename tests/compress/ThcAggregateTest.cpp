@@ -1,8 +1,9 @@
 // Multi-rank tests of compress/Thc (2–4 ranks over real Gloo, ThreadGroup.h):
 // the homomorphism (compressed-domain aggregate = decompress-then-average of
 // every rank's own quantised vector), bit-identical results on every rank, the
-// error against the exact mean, and saturation in the all-reduce form (never
-// wraps; the count of saturated coordinates is exact).
+// error against the exact mean, saturation in the all-reduce form (never
+// wraps; the count of saturated coordinates is exact), and the device-generic
+// path aggregating as the CPU kernels do.
 #include "tests/compress/AggregateHarness.h"
 #include "compress/Thc.h"
 
@@ -243,6 +244,57 @@ TEST(ThcAggregate, MaxRangeSaturatesFarLessThanTheNormRange) {
     }
     EXPECT_GT(share["norm"], 0.05);
     EXPECT_LT(share["max"], 0.015);
+  });
+}
+
+// The device-generic path (compress/CodecPath.h) against the CPU kernels on
+// 2 ranks with saturation (q = b = 4, correlated inputs). With range: max the
+// block ranges are exact maxima, so both paths put the same words on the wire
+// and decode them with the same float operations: the same mean, clip count
+// and localApplied, bit for bit. With the norm range and in the ps
+// deployment the norms may round differently in their last bit (another
+// summation order); a range one ulp off moves a code only where the noise
+// falls within about 1e-6 of its threshold, and one moved code changes every
+// output coordinate by its step over sqrt(B) (about 0.2% of the mean's largest
+// coordinate here), while wrong noise or a wrong range would move a step on
+// every coordinate (about 10%): the two must agree within 1%.
+TEST(ThcAggregate, GenericPathAggregatesAsTheKernels) {
+  testing::runRanks(2, [](comm::Communicator& c) {
+    const int64_t d = 3000;
+    const at::Tensor x = rankInput(0, d, 51) + 0.3 * rankInput(c.rank(), d, 61);
+    struct Case {
+      const char* name;
+      ThcOptions o;
+      bool exact;
+    };
+    ThcOptions ps;
+    const std::vector<Case> cases = {{"allreduce max", allReduceOptions(4, 0, 9, "max"), true},
+                                     {"allreduce max, full rotation", allReduceOptions(3, 0, 0, "max"), true},
+                                     {"allreduce norm", allReduceOptions(4, 0, 9), false},
+                                     {"ps", ps, false}};
+    for (const auto& k : cases) {
+      SCOPED_TRACE(k.name);
+      Thc fast(k.o), gen(k.o);
+      fast.setCodecPath(CodecPath::Auto);
+      gen.setCodecPath(CodecPath::Generic);
+      auto coll = comm::makeCollective("ring", c);
+      Context ctx{c};
+      ctx.collective = coll.get();
+      ctx.collectiveName = "ring";
+      ctx.seed = 13;
+      ctx.step = 1;
+      const Aggregated rf = fast.aggregate(x, ctx), rg = gen.aggregate(x, ctx);
+      if (k.exact) {
+        EXPECT_GT(rf.saturated, 0);
+        EXPECT_EQ(rf.saturated, rg.saturated);
+        EXPECT_TRUE(testing::bitEqual(rf.mean, rg.mean));
+        EXPECT_TRUE(testing::bitEqual(rf.localApplied, rg.localApplied));
+      } else {
+        const double scale = rf.mean.abs().max().item<double>();
+        EXPECT_LE((rf.mean - rg.mean).abs().max().item<double>(), 0.01 * scale);
+        EXPECT_LE((rf.localApplied - rg.localApplied).abs().max().item<double>(), 0.01 * scale);
+      }
+    }
   });
 }
 

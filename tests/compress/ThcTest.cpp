@@ -1,7 +1,10 @@
 // Tests compress/Thc single-worker: wire size, the NMSE of THC (4, 30, 1/32) on
 // log-normal input, encode/decode = aggregate with n = 1, options, errors and
-// checkpoints. Multi-rank behaviour is in ThcAggregateTest.cpp; the fused
-// codecs against the step-by-step pipeline in kernels/ThcKernelsTest.cpp.
+// checkpoints, and the device-generic codec path against the CPU kernels
+// (the same wire format, the same codes wherever the block norms round
+// alike; on a GPU: tests/gpu/GpuThcTest.cpp). Multi-rank
+// behaviour is in ThcAggregateTest.cpp; the fused codecs
+// against the step-by-step pipeline in kernels/ThcKernelsTest.cpp.
 #include "compress/Thc.h"
 
 #include "comm/LocalCommunicator.h"
@@ -9,6 +12,7 @@
 #include "compress/ThcTable.h"
 #include "compress/kernels/Hadamard.h"
 #include "tests/compress/AggregateHarness.h"
+#include "tests/compress/kernels/SimdLevels.h"
 #include "util/Error.h"
 
 #include <gmock/gmock.h>
@@ -326,6 +330,57 @@ TEST(Thc, CheckpointCarriesTheQuantiserAndRefusesAnotherOne) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("checkpoint: THC table for g = 30 is [0, 4, 5,"));
     EXPECT_THAT(e.what(), ::testing::HasSubstr("this config's is [0, 3, 5, 7, 9, 11, 13, 14, 16"));
   }
+}
+
+// The generic path (compress/CodecPath.h) draws the kernels' rotation and
+// noise and writes their wire format, so its payload equals the fast path's
+// bit for bit wherever the block ranges agree: always with range: max (block
+// maxima are exact), and with the norm range wherever the two norm sums
+// (double, in different orders) round to the same float, which they nearly
+// always do; the norms themselves agree to float rounding. Each path decodes
+// the other's payload to the same vector up to the last bits of the ps
+// decoder's fma. The fast path runs at every SIMD tier the CPU has.
+TEST(Thc, GenericPathMatchesTheKernels) {
+  comm::LocalCommunicator local;
+  const std::vector<std::string> configs = {
+      "variant: table",
+      "variant: uniform\nbits: 2",
+      "bits: 8\ngranularity: 0",
+      "deployment: allreduce",
+      "deployment: allreduce\nrotation_block_log2: 8",
+      "deployment: allreduce\nrotation_block_log2: 9\nbits: 3",
+      "deployment: allreduce\nrotation_block_log2: 10\naggregation_bits: 8",
+      "deployment: allreduce\nrotation_block_log2: 8\nbits: 8\naggregation_bits: 16",
+      "deployment: allreduce\nrange: max\nrotation_block_log2: 9",
+      "deployment: allreduce\nrange: max\nbits: 3",
+  };
+  int64_t sameHeaders = 0, cases = 0;
+  testing::forEachSimdLevel([&] {  // the fast path at every SIMD tier the CPU has
+    for (const auto& yaml : configs)
+      for (int64_t d : {1, 10, 1000, 3000, 4096}) {
+        SCOPED_TRACE(yaml + " d " + std::to_string(d));
+        auto fast = makeCompressor("thc", yaml + "\ncodec: auto");
+        auto gen = makeCompressor("thc", yaml + "\ncodec: generic");
+        Context ctx = testing::contextFor(local);
+        ctx.seed = 17;
+        ctx.step = d;
+        const at::Tensor x = at::randn({d}, at::make_generator<at::CPUGeneratorImpl>(d));
+        const Payload pf = fast->encode(x, ctx), pg = gen->encode(x, ctx);
+        ASSERT_EQ(pf.tensors.size(), 2u);
+        ASSERT_EQ(pg.tensors.size(), 2u);
+        EXPECT_EQ(pf.bytes(), pg.bytes());
+        EXPECT_TRUE(at::allclose(pf.tensors[0], pg.tensors[0], 1e-6, 0));
+        ++cases;
+        if (testing::bitEqual(pf.tensors[0], pg.tensors[0])) {
+          ++sameHeaders;
+          EXPECT_TRUE(testing::bitEqual(pf.tensors[1], pg.tensors[1]));
+        }
+        if (yaml.find("max") != std::string::npos) EXPECT_TRUE(testing::bitEqual(pf.tensors[0], pg.tensors[0]));
+        const at::Tensor yf = fast->decode(pg, d, ctx), yg = gen->decode(pg, d, ctx);
+        EXPECT_TRUE(at::allclose(yf, yg, 1e-5, 1e-6 * x.abs().max().item<double>()));
+      }
+  });
+  EXPECT_GE(sameHeaders, cases * 9 / 10) << sameHeaders << " of " << cases;
 }
 
 TEST(Thc, FactoryBuildsBothDeployments) {

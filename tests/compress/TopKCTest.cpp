@@ -4,12 +4,17 @@
 // equality with a plain all-reduce when every chunk is kept in fp32, the
 // spatial-locality claim of Table 4 (better than TopK at equal b on a
 // correlated vector, worse after a random permutation), and identical results
-// on every rank through engine, ring and tree.
+// on every rank through engine, ring and tree; the device-generic path
+// (compress/CodecPath.h) against the kernels at every SIMD tier the CPU has:
+// the same squared chunk norms to the bit (fp32 norms on the wire), the same
+// choice (ties to the lower chunk), payload and aggregate.
 #include "compress/Factory.h"
 #include "compress/TopK.h"
 #include "compress/TopKC.h"
 #include "comm/LocalCommunicator.h"
 #include "tests/compress/AggregateHarness.h"
+#include "compress/kernels/TopKSelectGeneric.h"
+#include "tests/compress/kernels/SimdLevels.h"
 #include "tests/testing/ThreadGroup.h"
 
 #include <gtest/gtest.h>
@@ -179,6 +184,58 @@ TEST(TopKC, SpatialLocalityBeatsTopKAndPermutationHurts) {
     EXPECT_LT(a.mean().item<double>() + 3 * se1, 0.0) << "log(TopKC/TopK) " << a;
     EXPECT_GT(c.mean().item<double>() - 3 * se2, 0.0) << "log(permuted/TopKC) " << c;
   }
+}
+
+// The generic path must repeat the kernels' float summation of the chunk norms
+// exactly (lanes, FMAs, reduction tree of the tier in use): fp32 norms on the
+// wire expose every bit. Sizes cover whole groups of 16 chunks (the AVX-512
+// transpose-reduce), leftover whole chunks, a short last chunk and d < C;
+// chunk 10 is not a multiple of 16 (the scalar loop at every tier).
+TEST(TopKC, GenericPathGivesTheSameBits) {
+  testing::forEachSimdLevel([] {
+    for (int64_t d : {1, 5, 63, 64, 65, 1000, 64 * 16 * 3 + 17, 10007}) {
+      for (const char* opts : {"chunks: 3", "chunk: 16\nbits: 4\nnorm_dtype: fp32\nvalue_dtype: fp32",
+                               "chunk: 10\nchunks: 4\nnorm_dtype: fp32", "chunk: 128\nvalue_dtype: bf16\nnorm_dtype: bf16",
+                               "chunk: 64\nbits: 8\nnorm_dtype: fp32\nerror_feedback: false"}) {
+        SCOPED_TRACE(std::to_string(d) + " " + opts);
+        testing::expectSameBitsOnBothPaths("topkc", opts, testing::gaussianInput(d, 0, 71), 3);
+        testing::expectSameBitsOnBothPaths("topkc", opts, testing::blockyInput(d, 72), 1);
+        // Magnitudes spread over many binades: the FMA's single rounding matters.
+        testing::expectSameBitsOnBothPaths("topkc", opts, testing::gaussianInput(d, 0, 73).mul(testing::blockyInput(d, 74)), 1);
+      }
+    }
+  });
+}
+
+TEST(TopKC, GenericSelectionMatchesTheRadixSelect) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(81);
+  for (at::ScalarType t : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    // Few distinct values, both signs and both zeros: many ties at the threshold.
+    at::Tensor s = at::randint(-3, 4, {500}, gen, at::kFloat).div_(2).to(t);
+    s.narrow(0, 10, 5).fill_(-0.0);
+    for (int64_t j : {1, 2, 17, 250, 499, 500}) {
+      EXPECT_TRUE(at::equal(TopKC::selectChunks(s, j), largestKeys(orderKeys(s), j))) << c10::toString(t) << " " << j;
+    }
+  }
+}
+
+TEST(TopKC, GenericPathAggregatesTheSameBits) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    for (const char* coll : {"engine", "ring"}) {
+      for (const char* opts : {"chunks: 5", "chunk: 32, chunks: 4, value_dtype: fp32, norm_dtype: fp32"}) {
+        CtxHolder hf(c, coll), hg(c, coll);
+        auto fast = makeCompressor("topkc", std::string("{codec: auto, ") + opts + "}");
+        auto generic = makeCompressor("topkc", std::string("{codec: generic, ") + opts + "}");
+        for (int step = 0; step < 3; ++step) {
+          hf.ctx.step = hg.ctx.step = step;
+          at::Tensor x = testing::gaussianInput(64 * 40 + 9, c.rank(), 91, step);
+          const Aggregated a = fast->aggregate(x, hf.ctx), b = generic->aggregate(x, hg.ctx);
+          EXPECT_TRUE(testing::bitEqual(a.mean, b.mean)) << coll << " " << opts << " step " << step;
+          EXPECT_TRUE(testing::bitEqual(a.localApplied, b.localApplied)) << coll << " " << opts << " step " << step;
+        }
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -1,13 +1,19 @@
 // Tests compress/TopK.{h,cpp}: K from ratio and bits (b = 48K/d), wire size,
 // the all-gathered mean against a local reconstruction from every rank's top-K,
 // losslessness at ratio 1 with fp32 values, identical results on all ranks,
-// and fp16/bf16 values saturating instead of overflowing to Inf.
+// and fp16/bf16 values saturating instead of overflowing to Inf; the
+// device-generic path (compress/CodecPath.h) against the SIMD selection: the
+// same payload and decoded bits, ties (equal magnitudes, ±0) broken alike, and
+// the same multi-rank aggregate.
 #include "compress/Factory.h"
 #include "compress/TopK.h"
+#include "compress/kernels/TopKSelect.h"
+#include "compress/kernels/TopKSelectGeneric.h"
 #include "comm/LocalCommunicator.h"
 #include "tests/compress/AggregateHarness.h"
 #include "tests/testing/ThreadGroup.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -121,6 +127,57 @@ TEST(TopK, Fp16ValuesSaturateInsteadOfOverflowing) {
   const at::Tensor applied = first + ef->aggregate(at::zeros({d}), ctx).mean;
   EXPECT_EQ(applied[3].item<float>(), 1e5f);
   EXPECT_EQ(applied[7].item<float>(), -70000.0f);
+}
+
+// Magnitudes from {0, 1, 2} with random signs, -0 included: most of the K
+// largest tie, so the generic selection must break ties as the kernel does
+// (the lower index first).
+at::Tensor tiedInput(int64_t d, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor mag = at::randint(0, 3, {d}, gen, at::kFloat);
+  at::Tensor sign = at::randint(0, 2, {d}, gen, at::kFloat).mul_(2).sub_(1);
+  return mag.mul_(sign).contiguous();  // 0 * -1 = -0
+}
+
+// The ATen selection against the radix-select kernel, index for index: ties,
+// ±0, ±Inf and NaN (ranked above Inf by both), every k from 0 to d.
+TEST(TopK, GenericSelectionEqualsTheKernel) {
+  at::Tensor x = tiedInput(97, 34);
+  x[5] = std::numeric_limits<float>::infinity();
+  x[50] = -std::numeric_limits<float>::infinity();
+  x[70] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t k = 0; k <= x.numel(); ++k) {
+    EXPECT_TRUE(at::equal(largestMagnitudesGeneric(x, k), largestMagnitudes(x, k))) << "k = " << k;
+  }
+  at::Tensor g = testing::gaussianInput(5000, 0, 35);
+  for (int64_t k : {1, 2, 50, 2500, 4999}) EXPECT_TRUE(at::equal(largestMagnitudesGeneric(g, k), largestMagnitudes(g, k)));
+}
+
+TEST(TopK, GenericPathGivesTheSameBits) {
+  for (int64_t d : {1, 2, 7, 100, 1000, 4099}) {
+    for (const char* opts : {"ratio: 0.01", "ratio: 0.1\nvalue_dtype: bf16", "ratio: 0.5\nvalue_dtype: fp32",
+                             "ratio: 1.0", "bits: 4.8\nerror_feedback: false"}) {
+      SCOPED_TRACE(std::to_string(d) + " " + opts);
+      testing::expectSameBitsOnBothPaths("topk", opts, testing::gaussianInput(d, 0, 31), 3);
+      testing::expectSameBitsOnBothPaths("topk", opts, testing::dyadicInput(d, 1, 32), 2);
+      testing::expectSameBitsOnBothPaths("topk", opts, tiedInput(d, 33), 2);
+    }
+  }
+}
+
+TEST(TopK, GenericPathAggregatesTheSameBits) {
+  testing::runRanks(3, [](comm::Communicator& c) {
+    CtxHolder hf(c, "engine"), hg(c, "engine");
+    auto fast = makeCompressor("topk", "{ratio: 0.05, codec: auto}");
+    auto generic = makeCompressor("topk", "{ratio: 0.05, codec: generic}");
+    for (int step = 0; step < 3; ++step) {
+      hf.ctx.step = hg.ctx.step = step;
+      at::Tensor x = step == 1 ? tiedInput(2049, 40 + c.rank()) : testing::gaussianInput(2049, c.rank(), 41, step);
+      const Aggregated a = fast->aggregate(x, hf.ctx), b = generic->aggregate(x, hg.ctx);
+      EXPECT_TRUE(testing::bitEqual(a.mean, b.mean)) << "step " << step;
+      EXPECT_TRUE(testing::bitEqual(a.localApplied, b.localApplied)) << "step " << step;
+    }
+  });
 }
 
 }  // namespace

@@ -85,8 +85,11 @@ TEST(ControllerExplore, MeasuredPlansAreComparedOnOneForwardBackwardWhereNoSyncO
   const auto o = decide(own.path(), "check_every: 5, common_base: false", {}, kSparseOnly, 0, {}, "[engine, allgather]",
                         {}, 0, tune);
   EXPECT_TRUE(runs(o.decision["chosen"], "topkc")) << o.decision.dump();
-  for (const auto& x : o.decision["explored"])
-    if (runs(x["plan"], "topkc")) EXPECT_FALSE(x["stopped_early"].get<bool>()) << x.dump();
+  for (const auto& x : o.decision["explored"]) {
+    if (runs(x["plan"], "topkc")) {
+      EXPECT_FALSE(x["stopped_early"].get<bool>()) << x.dump();
+    }
+  }
   EXPECT_FALSE(o.decision.contains("common_base")) << o.decision.dump();
 }
 

@@ -3,6 +3,7 @@
 #include "data/DataOptions.h"
 
 #include "util/Error.h"
+#include "tests/data/ParseDataOptions.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,20 +12,8 @@ namespace gradzip::data {
 namespace {
 
 using ::testing::HasSubstr;
-
-DataOptions parse(const std::string& yaml) {
-  YamlReader r = YamlReader::loadString(yaml, "test.yaml");
-  return DataOptions::fromYaml(r);
-}
-
-std::string errorOf(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::errorOf;
+using testing::parse;
 
 TEST(DataOptions, DefaultsDependOnTheDataset) {
   DataOptions f = parse("{}");

@@ -13,7 +13,8 @@
 
 namespace gradzip::testing {
 
-void runRanks(int n, const std::function<void(comm::Communicator&)>& fn, std::chrono::milliseconds timeout) {
+void runRanks(int n, const std::function<void(comm::Communicator&)>& fn, std::chrono::milliseconds timeout,
+              bool stageCuda) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(timeout);
   std::mutex mu;
@@ -32,7 +33,7 @@ void runRanks(int n, const std::function<void(comm::Communicator&)>& fn, std::ch
           std::lock_guard<std::mutex> lock(mu);
           groups[r] = gloo;
         }
-        comm::ProcessGroupCommunicator comm(gloo, {}, r, n, timeout);
+        comm::ProcessGroupCommunicator comm(gloo, {}, r, n, timeout, stageCuda);
         fn(comm);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mu);

@@ -12,9 +12,10 @@
 namespace gradzip::testing {
 
 // Calls fn(comm) on `n` threads (n >= 1; n == 1 still uses a real Gloo group).
-// Throws the first failure, prefixed with "rank R: ".
+// Throws the first failure, prefixed with "rank R: ". `stageCuda`: CUDA
+// tensors go through Gloo as host copies (`comm.cuda_backend: gloo`).
 void runRanks(int n, const std::function<void(comm::Communicator&)>& fn,
-              std::chrono::milliseconds timeout = std::chrono::seconds(20));
+              std::chrono::milliseconds timeout = std::chrono::seconds(20), bool stageCuda = false);
 
 // A fresh, empty temporary directory removed at scope exit.
 class TempDir {

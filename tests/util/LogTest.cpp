@@ -1,6 +1,7 @@
 // Tests of util/Log.h: a log level that is not one of the valid ones is an
 // error naming the value, where it came from and the valid levels (spdlog
 // would turn it into "off" silently), and ranks above 0 log info at warn.
+#include "tests/testing/UserErrorOf.h"
 #include "util/Log.h"
 
 #include "util/Error.h"
@@ -11,17 +12,7 @@
 #include <cstdlib>
 
 using namespace gradzip;
-
-namespace {
-std::string userErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-}  // namespace
+using gradzip::testing::userErrorOf;
 
 TEST(Log, UnknownLevelIsAnErrorListingTheValidOnes) {
   unsetenv("GRADZIP_LOG_LEVEL");
