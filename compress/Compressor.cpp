@@ -3,6 +3,7 @@
 #include "compress/Compressor.h"
 
 #include "comm/Reduction.h"
+#include "compress/DevicePhaseClock.h"
 #include "compress/kernels/CounterRng.h"
 #include "compress/kernels/SimdKernels.h"
 #include "util/Error.h"
@@ -89,10 +90,16 @@ at::Tensor allReduceSum(const at::Tensor& t, Context& ctx) {
 }
 
 ScopedPhase::ScopedPhase(PhaseTimes* times, double PhaseTimes::*field)
-    : times_(times), field_(field), start_(std::chrono::steady_clock::now()) {}
+    : times_(times), field_(field), start_(std::chrono::steady_clock::now()) {
+  if (times_ && times_->deviceClock) times_->deviceClock->begin(field_);
+}
 
 ScopedPhase::~ScopedPhase() {
-  if (times_) times_->*field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (!times_) return;
+  if (times_->deviceClock)
+    times_->deviceClock->end();
+  else
+    times_->*field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 const at::Tensor& Compressor::residual() const {

@@ -46,10 +46,14 @@ struct TensorSlot {
   int64_t numel = 0;
 };
 
-// Wall-clock seconds a call spent in each phase; aggregate() adds to it.
+class DevicePhaseClock;
+
+// Seconds a call spent in each phase; aggregate() adds to it. Host wall-clock
+// time, unless `deviceClock` is set (CUDA buckets: compress/DevicePhaseClock.h).
 struct PhaseTimes {
   double encode = 0, communicate = 0, decode = 0;
   int64_t bytesSent = 0;  // payload bytes this rank put on the wire
+  DevicePhaseClock* deviceClock = nullptr;
 };
 
 // Everything aggregate() may use besides the gradient. Randomness is derived
@@ -169,7 +173,8 @@ void confirmNumelOnce(int64_t* agreed, int64_t d, Context& ctx, const std::strin
 at::Tensor allReduceSum(const at::Tensor& t, Context& ctx);
 
 // Adds the wall time of its scope to one PhaseTimes field (no-op if times is
-// null), e.g. `ScopedPhase s(ctx.times, &PhaseTimes::encode);`.
+// null), e.g. `ScopedPhase s(ctx.times, &PhaseTimes::encode);`; with a
+// device clock, marks the scope on the device instead.
 class ScopedPhase {
  public:
   ScopedPhase(PhaseTimes* times, double PhaseTimes::*field);

@@ -3,6 +3,7 @@
 // optional measuring of what compression did.
 #include "sync/BucketSync.h"
 
+#include "compress/DevicePhaseClock.h"
 #include "util/Error.h"
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace gradzip::trainer {
 namespace {
@@ -98,7 +100,17 @@ BucketRun BucketSync::run(at::Tensor& flat, comm::Communicator& comm, uint64_t s
     input = c.residual().defined() ? at::add_out(scratch_, flat, c.residual()) : input_;
   }
   const auto t0 = Clock::now();
+  // CUDA: the phases are timed on the device (compress/DevicePhaseClock.h).
+  std::optional<compress::DevicePhaseClock> deviceClock;
+  if (flat.is_cuda()) {
+    deviceClock.emplace(flat.device());
+    out.times.deviceClock = &*deviceClock;
+  }
   auto agg = c.aggregate(flat, ctx);
+  if (deviceClock) {
+    deviceClock->addTo(out.times);
+    out.times.deviceClock = nullptr;
+  }
   out.seconds = since(t0);
   out.saturated = agg.saturated;
   stats_ = weighted_ = {};

@@ -27,7 +27,11 @@ int64_t bucketBytesFor(const Plan& plan, int64_t bucketBytes, bool controlled) {
 
 GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, comm::Communicator& comm,
                    GradSyncOptions opts, const Plan& plan)
-    : params_(std::move(params)), comm_(comm), opts_(opts) {
+    : params_(std::move(params)),
+      comm_(comm),
+      opts_(opts),
+      device_(params_.empty() ? c10::Device(c10::kCPU) : params_.front().second.device()),
+      commStream_(device_) {
   GZ_CHECK(!params_.empty(), "GradSync: the model has no trainable parameters");
   GZ_CHECK(opts_.bucketBytes > 0, "GradSync: bucket size must be positive");
   const int n = static_cast<int>(params_.size());
@@ -59,6 +63,8 @@ GradSync::GradSync(std::vector<std::pair<std::string, torch::Tensor>> params, co
     // On the parameters' device (run.device): the bucket, and all compressor state derived from it, lives there.
     buckets_[k].flat = torch::zeros({buckets_[k].numel}, params_[buckets_[k].params.front()].second.options().dtype(torch::kFloat));
     buckets_[k].sync = std::make_unique<BucketSync>(static_cast<int>(k), std::move(layouts[k]), plan);
+    buckets_[k].toComm = CommStream::Handover(device_);
+    buckets_[k].fromComm = CommStream::Handover(device_);
   }
   for (int i = 0; i < n; ++i) {
     auto& p = params_[i].second;
@@ -111,6 +117,7 @@ void GradSync::onGrad(int param, const torch::Tensor& grad) {
 }
 
 void GradSync::markReady(int bucket) {
+  buckets_[bucket].toComm.produced(device_);  // after this thread's copies into the bucket
   {
     std::lock_guard<std::mutex> lock(mu_);
     buckets_[bucket].ready = true;
@@ -146,6 +153,7 @@ SyncBreakdown GradSync::finishStep() {
   SyncBreakdown total;
   total.exposed = since(t0);
   for (auto& b : buckets_) {
+    b.fromComm.await(device_);  // this thread's copies below wait for the comm stream's result
     for (int i : b.params) {
       auto& p = params_[i].second;
       auto mean = b.flat.narrow(0, offsetOf_[i], p.numel()).view(p.sizes());
@@ -164,6 +172,7 @@ SyncBreakdown GradSync::finishStep() {
 }
 
 void GradSync::commLoop() {
+  const CommStream::Use onCommStream(commStream_);  // CUDA: compression and collectives overlap backward
   for (;;) {
     int k;
     {
@@ -181,7 +190,11 @@ void GradSync::commLoop() {
       // After a failure the remaining buckets are skipped; peers time out on
       // their collectives and report the failure themselves.
       const auto start = Clock::now();
-      if (!prior) syncBucket(buckets_[k]);
+      if (!prior) {
+        buckets_[k].toComm.await(device_);
+        syncBucket(buckets_[k]);
+        buckets_[k].fromComm.produced(device_);
+      }
       buckets_[k].last.busy = since(start);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);

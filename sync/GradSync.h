@@ -16,6 +16,7 @@
 #include "comm/Communicator.h"
 #include "compress/Compressor.h"
 #include "sync/BucketSync.h"
+#include "sync/CommStream.h"
 #include "sync/CompressionStats.h"
 #include "sync/NonFiniteGradient.h"
 #include "sync/Plan.h"
@@ -146,6 +147,9 @@ class GradSync final : public SyncedBuckets {
     bool done = false;
     std::unique_ptr<BucketSync> sync;  // its plan, compressor state and measuring
     SyncBreakdown last;
+    // CUDA buckets: the comm stream waits for the gradients' copies (toComm),
+    // the copies back into the gradients wait for the comm stream (fromComm).
+    CommStream::Handover toComm, fromComm;
   };
 
   void onGrad(int param, const torch::Tensor& grad);
@@ -160,6 +164,8 @@ class GradSync final : public SyncedBuckets {
   std::vector<unsigned> hooks_;
   comm::Communicator& comm_;
   GradSyncOptions opts_;
+  c10::Device device_;      // the parameters', hence every bucket's
+  CommStream commStream_;   // the comm thread's stream (CUDA buckets)
   std::vector<Bucket> buckets_;
   int64_t step_ = 0;
   std::chrono::steady_clock::time_point stepStart_;  // beginStep, for the buckets' handover times
