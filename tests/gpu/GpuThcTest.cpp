@@ -61,8 +61,12 @@ TEST(Thc, GenericPathOnCudaMatchesTheCpu) {
       EXPECT_TRUE(pg.tensors[1].is_cuda());
       EXPECT_TRUE(at::allclose(pc.tensors[0], pg.tensors[0].cpu(), 1e-6, 0));
       const bool sameRanges = testing::bitEqual(pc.tensors[0], pg.tensors[0].cpu());
-      if (sameRanges) EXPECT_TRUE(testing::bitEqual(pc.tensors[1], pg.tensors[1].cpu()));
-      if (o.range == "max") EXPECT_TRUE(sameRanges);
+      if (sameRanges) {
+        EXPECT_TRUE(testing::bitEqual(pc.tensors[1], pg.tensors[1].cpu()));
+      }
+      if (o.range == "max") {
+        EXPECT_TRUE(sameRanges);
+      }
       const at::Tensor yg = thc.decode(pg, d, ctx);
       EXPECT_TRUE(yg.is_cuda());
       // Ranges one ulp apart may move a code (a step over sqrt(B), under 1%).
