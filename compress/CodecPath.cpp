@@ -38,13 +38,21 @@ void setDefaultCodecPath(CodecPath p) { processDefault.store(p); }
 
 bool takesFastPath(const std::string& who, CodecPath p, const at::Tensor& x) {
   const bool fast = x.is_cpu() && p == CodecPath::Auto;
+  // Called for every bucket at every step: each thread remembers what it has
+  // seen, so only a first sighting takes the process-wide lock.
+  using Key = std::tuple<std::string, bool, int>;
+  Key key{who, fast, static_cast<int>(x.device().type())};
+  thread_local std::set<Key> seenHere;
+  if (seenHere.count(key)) return fast;
   static std::mutex mutex;
-  static std::set<std::tuple<std::string, bool, int>> logged;
-  const auto key = std::make_tuple(who, fast, static_cast<int>(x.device().type()));
-  std::lock_guard<std::mutex> lock(mutex);
-  if (logged.insert(key).second)
-    spdlog::info("{}: codec on {} tensors runs the {}", who, c10::DeviceTypeName(x.device().type(), true),
-                 fast ? "CPU SIMD kernels (fast path)" : "ATen operations (generic path)");
+  static std::set<Key> logged;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (logged.insert(key).second)
+      spdlog::info("{}: codec on {} tensors runs the {}", who, c10::DeviceTypeName(x.device().type(), true),
+                   fast ? "CPU SIMD kernels (fast path)" : "ATen operations (generic path)");
+  }
+  seenHere.insert(std::move(key));
   return fast;
 }
 

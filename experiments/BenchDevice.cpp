@@ -1,29 +1,15 @@
-// Implements experiments/BenchDevice.h with at::detail::getCUDAHooks() and
-// torch::cuda::synchronize, both in LibTorch's CPU library.
+// Implements experiments/BenchDevice.h with util/CudaAvailability.h and
+// torch::cuda::synchronize (in LibTorch's CPU library).
 #include "experiments/BenchDevice.h"
 
+#include "util/CudaAvailability.h"
 #include "util/Error.h"
 
-#include <ATen/Context.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 
 #include <chrono>
-#include <cstdlib>
 
 namespace gradzip::experiments {
-
-std::string whyNoCuda() {
-  if (!at::detail::getCUDAHooks().isBuilt())
-    return "this gradzip binary has no CUDA support loaded (LibTorch's CUDA library libtorch_cuda.so is not linked: "
-           "build gradzip with GRADZIP_CUDA=ON against a CUDA build of torch)";
-  if (!at::globalContext().hasCUDA()) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    return std::string("no CUDA GPU is visible (at::globalContext().hasCUDA() is false: no GPU or no driver") +
-           (visible ? std::string(", CUDA_VISIBLE_DEVICES=") + visible : std::string()) + ")";
-  }
-  return "";
-}
 
 at::Device benchDevice(const std::string& name, const std::string& who) {
   if (name == "cpu") return at::Device(at::kCPU);

@@ -14,12 +14,8 @@
 
 namespace gradzip::experiments {
 
-// Why this process cannot run CUDA work, or "" when it can: LibTorch's CUDA
-// library is not loaded (a build without the CUDA path), or no GPU is visible.
-std::string whyNoCuda();
-
 // The device named "cpu" or "cuda" (cuda:0). UserError naming `who` and the
-// valid names for another name, and for cuda when whyNoCuda() says why not.
+// valid names for another name, and for cuda when whyNoCuda() (util/CudaAvailability.h) says why not.
 at::Device benchDevice(const std::string& name, const std::string& who);
 
 // Waits until the device has finished its queued work; nothing on the CPU.

@@ -1,9 +1,9 @@
 // Implements trainer/Device.h.
 #include "trainer/Device.h"
 
+#include "util/CudaAvailability.h"
 #include "util/Error.h"
 
-#include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cstdlib>
@@ -13,15 +13,9 @@ namespace gradzip::trainer {
 torch::Device resolveDevice(const std::string& name, int localRank, bool shareGpus) {
   if (name == "cpu") return torch::Device(torch::kCPU);
   GZ_CHECK(name == "cuda", "run.device: unknown device '{}' (valid: cpu, cuda)", name);
-  // isBuilt: the CUDA libraries are loaded into this process (a CUDA build);
-  // hasCUDA: they also found a driver and at least one device.
-  if (!at::detail::getCUDAHooks().isBuilt())
-    throw UserError("run.device: cuda, but this gradzip was built without CUDA (configure with GRADZIP_CUDA=ON on "
-                    "a machine with the CUDA toolkit), or this program does not load gradzip's CUDA path");
+  if (const std::string why = whyNoCuda(); !why.empty()) throw UserError("run.device: cuda, but " + why);
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visibleText = visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "";
-  if (!at::globalContext().hasCUDA())
-    throw UserError(fmt::format("run.device: cuda, but no GPU is visible to this process{}", visibleText));
   const int count = at::detail::getCUDAHooks().getNumGPUs();
   if (shareGpus && count > 0 && localRank >= 0) localRank %= count;
   GZ_CHECK(localRank >= 0 && localRank < count,

@@ -7,6 +7,7 @@
 #include "experiments/Benchmarks.h"
 #include "tests/experiments/BenchTesting.h"
 #include "tests/testing/ThreadGroup.h"
+#include "util/CudaAvailability.h"
 #include "util/Error.h"
 
 #include <gmock/gmock.h>

@@ -63,23 +63,30 @@ TEST(GpuComm, CompressorsAggregateCudaGradientsOverGradzipsCollectives) {
   for (const auto& [name, collective] : std::vector<std::pair<std::string, std::string>>{
            {"fp16", "ring"}, {"topkc", "tree"}, {"thc", "ps"}, {"cnat", "ps"}, {"powersgd", "ring"}}) {
     SCOPED_TRACE(name + "@" + collective);
-    std::vector<at::Tensor> means(2);
+    // The same aggregate with CPU tensors on the same (generic) path: the reference accuracy.
+    std::vector<at::Tensor> means(2), cpuMeans(2);
     testing::runRanks(2, [&](Communicator& c) {
-      auto compressor = compress::makeCompressor(name, "error_feedback: false");
-      auto coll = makeCollective(collective, c);
-      compress::Context ctx{c};
-      ctx.collective = coll.get();
-      ctx.collectiveName = collective;
-      ctx.seed = 3;
-      const at::Tensor x = gaussian(d, 10 + c.rank()).to(kGpu);
-      compress::Aggregated a = compressor->aggregate(x, ctx);
-      EXPECT_TRUE(a.mean.is_cuda());
-      means[c.rank()] = a.mean.cpu();
+      for (const bool gpu : {true, false}) {
+        auto compressor = compress::makeCompressor(name, "error_feedback: false\ncodec: generic");
+        auto coll = makeCollective(collective, c);
+        compress::Context ctx{c};
+        ctx.collective = coll.get();
+        ctx.collectiveName = collective;
+        ctx.seed = 3;
+        const at::Tensor x = gaussian(d, 10 + c.rank());
+        compress::Aggregated a = compressor->aggregate(gpu ? x.to(kGpu) : x, ctx);
+        EXPECT_EQ(a.mean.is_cuda(), gpu);
+        (gpu ? means : cpuMeans)[c.rank()] = a.mean.cpu();
+      }
     }, std::chrono::seconds(60), /*stageCuda=*/true);
-    // The mean is bit-identical on every rank (compress/Compressor.h) and estimates the true mean.
+    // The mean is bit-identical on every rank (compress/Compressor.h), and as
+    // accurate as the CPU's: the same noise, but reductions may round
+    // differently on the GPU, so the check is on vNMSE.
     EXPECT_TRUE(at::equal(means[0], means[1]));
-    const double err = (means[0] - truth).pow(2).sum().item<double>() / truth.pow(2).sum().item<double>();
-    EXPECT_LT(err, 1.0) << "vNMSE of the mean";
+    auto vnmse = [&](const at::Tensor& m) {
+      return (m - truth).pow(2).sum().item<double>() / truth.pow(2).sum().item<double>();
+    };
+    EXPECT_LE(vnmse(means[0]), 1.5 * vnmse(cpuMeans[0]) + 1e-6) << "CPU vNMSE " << vnmse(cpuMeans[0]);
   }
 }
 
